@@ -1,0 +1,56 @@
+"""The `elara` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from elara import __version__
+from elara.cli import config_cmd, conversation, history
+from elara.config import load_settings
+from elara.errors import ElaraError
+from elara.logs import configure
+
+log = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="elara", description="Elara, a local and private voice assistant backed by Ollama.")
+    parser.add_argument("--version", action="version", version=f"elara {__version__}")
+    parser.add_argument("--config", metavar="PATH",
+                        help="an appsettings JSON file layered over the defaults (or $ELARA_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log at the configured level (-vv: DEBUG, which shows conversation text)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    conversation.add_commands(commands)
+    history.add_commands(commands)
+    config_cmd.add_commands(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ElaraError as exc:
+        if getattr(args, "tolerate_config_error", False):
+            return args.handler(args, None, exc)
+        print(f"elara: {exc}", file=sys.stderr)
+        return exc.exit_status
+    level = settings.logging.level if args.verbose == 1 else "DEBUG" if args.verbose > 1 else "WARNING"
+    configure(level)
+    try:
+        return args.handler(args, settings)
+    except ElaraError as exc:
+        print(f"elara: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""`elara config show|check`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from elara.config import load_settings_with_sources, to_json
+from elara.errors import ElaraError
+from elara.settings import Settings
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register `config show` and `config check`."""
+    config = commands.add_parser("config", help="show or check the effective configuration")
+    sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    show = sub.add_parser("show", help="print the effective configuration, secrets redacted")
+    show.set_defaults(handler=_show)
+    check = sub.add_parser("check", help="validate the configuration: exit 0 when valid, 78 when not")
+    check.set_defaults(handler=_check, tolerate_config_error=True)
+
+
+def _show(args: argparse.Namespace, settings: Settings) -> int:
+    print(json.dumps(to_json(settings), indent=2, ensure_ascii=False))
+    return 0
+
+
+def _check(args: argparse.Namespace, settings: Settings | None, error: ElaraError | None = None) -> int:
+    if error is not None:
+        print(f"elara: invalid configuration: {error}", file=sys.stderr)
+        return error.exit_status
+    _, sources = load_settings_with_sources(args.config)
+    files = ", ".join(str(p) for p in sources.files) or "packaged defaults only"
+    print(f"configuration is valid ({files})")
+    return 0

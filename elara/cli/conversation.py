@@ -1,0 +1,93 @@
+"""`elara ask` and `elara chat`: turns typed at the terminal, through the same orchestrator."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import TextIO
+
+from elara import wiring
+from elara.conversation.messages import PromptReady
+from elara.errors import LanguageModelError
+from elara.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class PrintSink:
+    """Prints each sentence as it completes, on one line per reply."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stdout
+        self._started = False
+
+    async def say(self, sentence: str) -> None:
+        """Print one sentence straight away."""
+        self._stream.write((" " if self._started else "") + sentence)
+        self._stream.flush()
+        self._started = True
+
+    def end_reply(self) -> None:
+        """Finish the reply's line."""
+        if self._started:
+            self._stream.write("\n")
+            self._stream.flush()
+        self._started = False
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register `ask` and `chat`."""
+    ask = commands.add_parser("ask", help="ask one question and print the reply as it streams")
+    ask.add_argument("text", nargs="+", help="the question")
+    ask.set_defaults(handler=lambda args, settings: asyncio.run(_ask(" ".join(args.text), settings)))
+    chat = commands.add_parser("chat", help="talk to Elara by typing; an empty line or EOF ends it")
+    chat.set_defaults(handler=lambda args, settings: asyncio.run(_chat(settings)))
+
+
+async def _ask(text: str, settings: Settings) -> int:
+    store = wiring.open_store(settings)
+    llm = wiring.make_language_model(settings)
+    sink = PrintSink()
+    try:
+        result = await wiring.make_orchestrator(settings, store, llm, sink).on_prompt_ready(
+            PromptReady(text))
+    finally:
+        sink.end_reply()
+        await llm.aclose()
+    if result.error is not None:
+        print(f"elara: {result.error}", file=sys.stderr)
+        return result.error.exit_status
+    return 0
+
+
+async def _chat(settings: Settings) -> int:
+    store = wiring.open_store(settings)
+    llm = wiring.make_language_model(settings)
+    sink = PrintSink()
+    orchestrator = wiring.make_orchestrator(settings, store, llm, sink)
+    interactive = sys.stdin.isatty()
+    try:
+        try:
+            await llm.check()
+        except LanguageModelError as exc:
+            print(f"elara: {exc}", file=sys.stderr)
+        while True:
+            line = await asyncio.to_thread(_read_line, "you> " if interactive else "")
+            if line is None or not line.strip():
+                break
+            if interactive:
+                sys.stdout.write("elara> ")
+            await orchestrator.on_prompt_ready(PromptReady(line.strip()))
+            sink.end_reply()
+    finally:
+        await llm.aclose()
+    return 0
+
+
+def _read_line(prompt: str) -> str | None:
+    try:
+        return input(prompt)
+    except EOFError:
+        return None

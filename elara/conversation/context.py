@@ -1,0 +1,86 @@
+"""Context providers: asked at prompt time for the history that should reach the model."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Callable, Protocol, Sequence
+
+from elara.conversation.messages import ChatMessage, ChatRole
+
+
+class ContextProvider(Protocol):
+    """Supplies context messages for the current user text and a wanted size."""
+
+    async def get_context(self, current_prompt: str, n: int) -> Sequence[ChatMessage]:
+        """Messages for the prompt, oldest first."""
+
+
+class TailReader(Protocol):
+    """The part of the store a Last-N provider needs."""
+
+    def read_tail(self, n: int) -> list[ChatMessage]:
+        """The last n messages, oldest first."""
+
+
+class LastNContextProvider:
+    """The last n stored messages, with `n` chosen per call."""
+
+    def __init__(self, store: TailReader) -> None:
+        self._store = store
+
+    async def get_context(self, current_prompt: str, n: int) -> Sequence[ChatMessage]:
+        """The last n messages before the current user turn (which the store may already hold)."""
+        if n <= 0:
+            return []
+        # The orchestrator stores the user's turn before building the prompt: read one more
+        # and leave that turn out, since it is the prompt's user_input, not context.
+        tail = await asyncio.to_thread(self._store.read_tail, n + 1)
+        if tail and tail[-1].role is ChatRole.USER and tail[-1].content == current_prompt:
+            tail = tail[:-1]
+        return tail[-n:]
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token, plus a little for the message's framing."""
+    return math.ceil(len(text) / 4) + 4
+
+
+class TokenBudgetContextProvider:
+    """Wraps a provider and drops the oldest whole exchanges until the history fits the budget."""
+
+    def __init__(self, inner: ContextProvider, max_tokens: int | None,
+                 estimate: Callable[[str], int] = estimate_tokens) -> None:
+        self._inner = inner
+        self.max_tokens = max_tokens
+        self._estimate = estimate
+
+    async def get_context(self, current_prompt: str, n: int) -> Sequence[ChatMessage]:
+        """The inner provider's messages, trimmed to the token budget."""
+        messages = list(await self._inner.get_context(current_prompt, n))
+        return fit_to_budget(messages, self.max_tokens, self._estimate)
+
+
+def fit_to_budget(messages: Sequence[ChatMessage], max_tokens: int | None,
+                  estimate: Callable[[str], int] = estimate_tokens) -> list[ChatMessage]:
+    """Drop the oldest exchanges (a user turn and the replies after it) until the total fits."""
+    if max_tokens is None:
+        return list(messages)
+    exchanges = _exchanges(messages)
+    costs = [sum(estimate(m.content) for m in ex) for ex in exchanges]
+    total = sum(costs)
+    start = 0
+    while start < len(exchanges) and total > max_tokens:
+        total -= costs[start]
+        start += 1
+    return [m for ex in exchanges[start:] for m in ex]
+
+
+def _exchanges(messages: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
+    groups: list[list[ChatMessage]] = []
+    for message in messages:
+        if message.role is ChatRole.USER or not groups:
+            groups.append([message])
+        else:
+            groups[-1].append(message)
+    return groups

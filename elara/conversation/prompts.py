@@ -1,0 +1,61 @@
+"""The system prompt provider and the prompt builder. Pure: the clock and providers are handed in."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone, tzinfo
+from typing import Callable, Protocol, Sequence
+
+from elara.conversation.context import ContextProvider
+from elara.conversation.messages import ChatMessage, Prompt
+from elara.errors import ContextError
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(timezone.utc)
+
+
+class SystemPromptProvider(Protocol):
+    """Supplies the system prompt for the next turn."""
+
+    async def get_system_prompt(self) -> str:
+        """The instructions the model gets before the conversation."""
+
+
+class ConfigSystemPrompt:
+    """The system prompt from `LanguageModel.SystemPrompt`."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text or ""
+
+    async def get_system_prompt(self) -> str:
+        """The configured text."""
+        return self.text
+
+
+class PromptBuilder:
+    """Builds a Prompt from the system prompt, every context provider in order, and the time."""
+
+    def __init__(self, system: SystemPromptProvider, providers: Sequence[ContextProvider],
+                 clock: Callable[[], datetime] = utc_now, local_zone: tzinfo | None = None) -> None:
+        self._system = system
+        self._providers = list(providers)
+        self._clock = clock
+        self._local_zone = local_zone
+
+    async def build(self, user_input: str, n: int, *, with_context: bool = True) -> Prompt:
+        """The prompt for `user_input` with up to `n` context messages; ContextError if a provider fails."""
+        system = await self._system.get_system_prompt()
+        context: list[ChatMessage] = []
+        if with_context:
+            for provider in self._providers:
+                try:
+                    context.extend(await provider.get_context(user_input, n))
+                except Exception as exc:  # any provider failure must not break the turn
+                    raise ContextError(
+                        f"{type(provider).__name__} failed: {exc}", code="context_unavailable"
+                    ) from exc
+        now = self._clock().astimezone(timezone.utc)
+        local = now.astimezone(self._local_zone) if self._local_zone else now.astimezone()
+        return Prompt(system=system, context=tuple(context), user_input=user_input,
+                      now_utc=now, now_local=local)

@@ -1,0 +1,459 @@
+"""The conversation history on disk: one encrypted JSON file per message, named so that name order is append order."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from elara.conversation.crypto import (
+    DEFAULT_PASSPHRASE,
+    AuthenticationError,
+    EnvelopeError,
+    MalformedEnvelopeError,
+    derive_key,
+    open_envelope,
+    seal,
+)
+from elara.conversation.messages import ChatMessage, ChatRole
+from elara.errors import StoreError, WrongKeyError
+
+log = logging.getLogger(__name__)
+
+#: `yyyyMMddTHHmmssfffZ_{seq}_{role}.json`; anything else in the directory is ignored.
+NAME_PATTERN = re.compile(r"(\d{8}T\d{9}Z)_(\d{4,})_(user|assistant|system)\.json")
+TEMP_PREFIX = ".tmp-"
+#: How many of the newest names are kept in memory so read_tail never lists the directory.
+TAIL_WINDOW = 4096
+#: How many of the newest files are tried when checking the key at open.
+KEY_CHECK_FILES = 32
+#: A temp file this old belongs to a crashed writer, not to one still writing.
+STALE_TEMP_AGE = timedelta(minutes=5)
+_MAX_LINK_ATTEMPTS = 100
+_ROLES = {role.value.lower(): role for role in ChatRole}
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A readable message and the file it was read from."""
+
+    path: Path
+    message: ChatMessage
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """How many message files decrypt and parse, and which do not."""
+
+    readable: int
+    unreadable: tuple[Path, ...]
+
+
+def encode_message(message: ChatMessage) -> bytes:
+    """The compact UTF-8 JSON plaintext of a message (timestamp to the millisecond)."""
+    body = {
+        "role": message.role.value,
+        "content": message.content,
+        "timestampUtc": _iso_millis(message.timestamp_utc),
+        "metadata": dict(message.metadata),
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode_message(plaintext: bytes) -> ChatMessage:
+    """Parse a decrypted plaintext into a ChatMessage; raises ValueError if it has the wrong shape."""
+    body = json.loads(plaintext.decode("utf-8"))
+    if not isinstance(body, dict):
+        raise ValueError("plaintext is not a JSON object")
+    role = _ROLES.get(str(body.get("role")).lower())
+    if role is None:
+        raise ValueError("missing or unknown role")
+    content = body.get("content")
+    if not isinstance(content, str):
+        raise ValueError("content is missing or not a string")
+    stamp = body.get("timestampUtc")
+    if not isinstance(stamp, str):
+        raise ValueError("timestampUtc is missing or not a string")
+    timestamp = datetime.fromisoformat(stamp)
+    if timestamp.tzinfo is None:
+        raise ValueError("timestampUtc has no UTC offset")
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ValueError("metadata is not an object of strings")
+    return ChatMessage(role=role, content=content, timestamp_utc=timestamp, metadata=metadata)
+
+
+class ConversationStore:
+    """Append-only, encrypted, per-message JSON files; read_tail cost does not grow with history."""
+
+    def __init__(
+        self,
+        root: Path,
+        passphrase: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        """Open (creating) the store at root; clock gives UTC now for temp-file age; WrongKeyError on a foreign key."""
+        self._root = Path(root)
+        self._key = derive_key(passphrase)
+        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._lock = threading.RLock()
+        self._tail: deque[str] = deque(maxlen=TAIL_WINDOW)
+        self._complete = True  # the tail window holds every message name
+        self._signature: tuple[int, int, int] | None = None
+        self._bad: set[str] = set()
+        self._unreadable = 0
+        if passphrase == DEFAULT_PASSPHRASE:
+            log.warning(
+                "conversation store %s uses the default encryption key; "
+                "set Context.EncryptionKey to a secret passphrase",
+                self._root,
+            )
+        _make_private_dirs(self._root)
+        temps = self._rebuild_index()
+        self._check_key()
+        self._remove_stale_temps(temps)
+
+    @property
+    def root(self) -> Path:
+        """The directory holding the message files."""
+        return self._root
+
+    @property
+    def unreadable_count(self) -> int:
+        """How many message files this process has skipped because they would not decrypt or parse."""
+        return self._unreadable
+
+    def append(self, message: ChatMessage) -> Path:
+        """Write one complete message atomically, never overwriting a file; returns its path."""
+        data = seal(self._key, encode_message(message))
+        with self._lock:
+            self._sync_index()
+            temp = self._root / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+            try:
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise _write_error(temp, exc) from exc
+            try:
+                try:
+                    # Our own temp file must not look like another process's change.
+                    self._signature = self._dir_signature()
+                    os.fchmod(fd, 0o600)
+                    _write_all(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                final = self._link_in_place(temp, message)
+            except OSError as exc:
+                _remove_quietly(temp)
+                raise _write_error(temp, exc) from exc
+            except BaseException:
+                _remove_quietly(temp)
+                raise
+            # The message is in place now; a leftover temp file is only clutter, cleaned at a later open.
+            _remove_quietly(temp)
+            self._signature = self._dir_signature()
+            if len(self._tail) == self._tail.maxlen:
+                self._complete = False
+            self._tail.append(final.name)
+            try:
+                _fsync_dir(self._root)
+            except OSError as exc:
+                raise _write_error(self._root, exc) from exc
+            log.debug("appended %s", final.name)
+            return final
+
+    def read_tail(self, n: int) -> list[ChatMessage]:
+        """The last n readable messages, oldest first; unreadable files are skipped, never raised."""
+        if n <= 0:
+            return []
+        newest_first: list[ChatMessage] = []
+        with self._lock:
+            self._sync_index()
+            for name in reversed(self._tail):
+                message = self._load(name)
+                if message is not None:
+                    newest_first.append(message)
+                    if len(newest_first) == n:
+                        return newest_first[::-1]
+            if not self._complete and self._tail:
+                # Rare: more wanted than the window holds; fall back to a listing.
+                names = sorted(self._list_dir()[0])
+                for name in reversed(names[: bisect.bisect_left(names, self._tail[0])]):
+                    message = self._load(name)
+                    if message is not None:
+                        newest_first.append(message)
+                        if len(newest_first) == n:
+                            break
+        return newest_first[::-1]
+
+    def iter_messages(self) -> Iterator[StoredMessage]:
+        """Every readable message, oldest first, with its path."""
+        with self._lock:
+            names = sorted(self._list_dir()[0])
+        for name in names:
+            with self._lock:
+                message = self._load(name)
+            if message is not None:
+                yield StoredMessage(self._root / name, message)
+
+    def verify(self) -> VerifyReport:
+        """Try every message file; report how many are readable and which are not."""
+        readable = 0
+        unreadable: list[Path] = []
+        with self._lock:
+            for name in sorted(self._list_dir()[0]):
+                if self._load(name) is not None:
+                    readable += 1
+                elif name in self._bad:
+                    unreadable.append(self._root / name)
+        return VerifyReport(readable, tuple(unreadable))
+
+    def purge(self, older_than: datetime) -> int:
+        """Delete messages whose file-name timestamp is before older_than; returns how many were deleted."""
+        if older_than.tzinfo is None:
+            raise ValueError("older_than must be timezone-aware")
+        cutoff = _name_stamp(older_than)
+        removed = 0
+        with self._lock:
+            for name in self._list_dir()[0]:
+                if name[:19] >= cutoff:
+                    continue
+                path = self._root / name
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    continue  # another process purged it first
+                except OSError as exc:
+                    raise StoreError(
+                        f"cannot delete {path}: {exc.strerror}; fix: make {self._root} writable by this user"
+                    ) from exc
+                self._bad.discard(name)
+                removed += 1
+            if removed:
+                try:
+                    _fsync_dir(self._root)
+                except OSError as exc:
+                    raise _write_error(self._root, exc) from exc
+            self._rebuild_index()
+        log.info("purged %d messages older than %s from %s", removed, cutoff, self._root)
+        return removed
+
+    # -- index -------------------------------------------------------------
+
+    def _dir_signature(self) -> tuple[int, int, int]:
+        try:
+            st = os.stat(self._root)
+        except OSError as exc:
+            raise _read_error(self._root, exc) from exc
+        # Size as well as mtime: on some filesystems it changes with every entry even within one clock tick.
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _list_dir(self) -> tuple[list[str], list[os.DirEntry]]:
+        """Message names (unsorted) and temp-file entries currently in the directory."""
+        names: list[str] = []
+        temps: list[os.DirEntry] = []
+        match = NAME_PATTERN.fullmatch
+        try:
+            with os.scandir(self._root) as entries:
+                for entry in entries:
+                    if match(entry.name):
+                        names.append(entry.name)
+                    elif entry.name.startswith(TEMP_PREFIX):
+                        temps.append(entry)
+        except OSError as exc:
+            raise _read_error(self._root, exc) from exc
+        return names, temps
+
+    def _rebuild_index(self) -> list[os.DirEntry]:
+        # Stat before listing, so a change made during the listing is noticed next time.
+        signature = self._dir_signature()
+        names, temps = self._list_dir()
+        names.sort()
+        self._tail = deque(names[-TAIL_WINDOW:], maxlen=TAIL_WINDOW)
+        self._complete = len(names) <= TAIL_WINDOW
+        self._signature = signature
+        return temps
+
+    def _sync_index(self) -> None:
+        # One stat instead of a listing: another process appending or purging changes the directory's
+        # mtime. Kernels with coarse directory timestamps (before Linux 6.13) can hide a change made in
+        # the same clock tick until the next one; the size in the signature narrows that on some filesystems.
+        if self._dir_signature() != self._signature:
+            log.debug("conversation directory %s changed; rescanning", self._root)
+            self._rebuild_index()
+
+    def _next_name(self, role: ChatRole, timestamp: datetime) -> str:
+        stamp = _name_stamp(timestamp)
+        seq = 1
+        newest = self._tail[-1] if self._tail else None
+        if newest is not None:
+            match = NAME_PATTERN.fullmatch(newest)
+            # Never earlier than the newest name, so a clock stepping back cannot reorder history.
+            stamp = max(stamp, match[1])
+            seq = int(match[2]) + 1
+        name = f"{stamp}_{seq:04d}_{role.slug}.json"
+        if newest is not None and name <= newest:
+            # seq gained a digit within the same millisecond ("10000" sorts before "9999").
+            name = f"{_bump_stamp(stamp)}_{seq:04d}_{role.slug}.json"
+        return name
+
+    def _link_in_place(self, temp: Path, message: ChatMessage) -> Path:
+        for _ in range(_MAX_LINK_ATTEMPTS):
+            self._sync_index()
+            final = self._root / self._next_name(message.role, message.timestamp_utc)
+            try:
+                # link, unlike rename, fails instead of replacing a file another writer just put there.
+                os.link(temp, final)
+                return final
+            except FileExistsError:
+                self._rebuild_index()
+        raise StoreError(
+            f"cannot find a free message name in {self._root} after {_MAX_LINK_ATTEMPTS} attempts; "
+            "fix: stop other processes writing to it"
+        )
+
+    # -- reading -----------------------------------------------------------
+
+    def _load(self, name: str) -> ChatMessage | None:
+        if name in self._bad:
+            return None
+        path = self._root / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None  # purged by another process since the index was built
+        except IsADirectoryError:
+            data = None
+        except OSError as exc:
+            raise _read_error(path, exc) from exc
+        try:
+            if data is None:
+                raise ValueError("not a regular file")
+            return decode_message(open_envelope(self._key, data))
+        except (EnvelopeError, ValueError, RecursionError) as exc:
+            self._bad.add(name)
+            self._unreadable += 1
+            log.warning("skipping unreadable conversation file %s: %s", path, exc)
+            return None
+
+    def _check_key(self) -> None:
+        failures = 0
+        for name in list(reversed(self._tail))[:KEY_CHECK_FILES]:
+            path = self._root / name
+            try:
+                data = path.read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                continue
+            except OSError as exc:
+                raise _read_error(path, exc) from exc
+            try:
+                open_envelope(self._key, data)
+                return
+            except MalformedEnvelopeError:
+                continue  # not an envelope says nothing about the key
+            except AuthenticationError:
+                failures += 1
+        if failures:
+            raise WrongKeyError(
+                f"wrong encryption key for {self._root}: none of the {failures} newest encrypted messages"
+                " decrypts with the configured passphrase; fix: set Context.EncryptionKey"
+                " to the passphrase the history was written with"
+            )
+
+    def _remove_stale_temps(self, temps: list[os.DirEntry]) -> None:
+        cutoff = (self._clock() - STALE_TEMP_AGE).timestamp()
+        for entry in temps:
+            try:
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+                    log.info("removed stale temp file %s left by an interrupted write", entry.path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                log.warning("cannot remove stale temp file %s: %s", entry.path, exc.strerror)
+
+
+def _iso_millis(timestamp: datetime) -> str:
+    utc = timestamp.astimezone(timezone.utc)
+    return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
+
+
+def _name_stamp(timestamp: datetime) -> str:
+    utc = timestamp.astimezone(timezone.utc)
+    return f"{utc:%Y%m%dT%H%M%S}{utc.microsecond // 1000:03d}Z"
+
+
+def _bump_stamp(stamp: str) -> str:
+    moment = datetime.strptime(stamp[:15], "%Y%m%dT%H%M%S").replace(
+        microsecond=int(stamp[15:18]) * 1000, tzinfo=timezone.utc
+    )
+    return _name_stamp(moment + timedelta(milliseconds=1))
+
+
+def _make_private_dirs(root: Path) -> None:
+    missing = []
+    path = root
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    try:
+        for directory in reversed(missing):
+            try:
+                os.mkdir(directory, 0o700)
+            except FileExistsError:
+                continue  # created concurrently; leave its mode alone
+            os.chmod(directory, 0o700)  # umask may have narrowed it
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create conversation directory {root}: {exc.strerror}; "
+            "fix: set Context.StorageRoot to a directory this user can write"
+        ) from exc
+    if not root.is_dir():
+        raise StoreError(
+            f"conversation store path {root} is not a directory; fix: move it away or set Context.StorageRoot"
+        )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _write_error(path: Path, exc: OSError) -> StoreError:
+    return StoreError(
+        f"cannot write conversation file {path}: {exc.strerror or exc}; "
+        f"fix: free disk space and make {path if path.is_dir() else path.parent} writable by this user"
+    )
+
+
+def _read_error(path: Path, exc: OSError) -> StoreError:
+    return StoreError(
+        f"cannot read {path}: {exc.strerror or exc}; "
+        "fix: make it readable by the user running Elara (owner, mode 0700 for the directory, 0600 for files)"
+    )

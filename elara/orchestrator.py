@@ -1,0 +1,166 @@
+"""One conversational turn: store the user's words, build and render the prompt, stream the reply
+sentence by sentence to a sink, store the reply. Errors become a log line or a spoken apology here."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import AsyncIterator, Callable, Protocol
+
+from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
+from elara.conversation.prompts import PromptBuilder, utc_now
+from elara.conversation.render import ChatRequest, GenerateRequest, PromptRenderer
+from elara.errors import ContextError, ElaraError, LanguageModelError, StoreError
+from elara.sentences import SentenceSplitter
+
+log = logging.getLogger(__name__)
+
+
+class SentenceSink(Protocol):
+    """Receives the reply one complete sentence at a time (text mode prints, voice mode speaks)."""
+
+    async def say(self, sentence: str) -> None:
+        """Deliver one sentence."""
+
+
+class LanguageModel(Protocol):
+    """Streams the reply to a rendered request as text fragments."""
+
+    model: str
+
+    def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
+        """Text fragments of the reply; raises LanguageModelError."""
+
+
+class MessageStore(Protocol):
+    """Where turns are kept."""
+
+    def append(self, message: ChatMessage) -> object:
+        """Store one complete message."""
+
+
+@dataclass(frozen=True)
+class TurnTimings:
+    """Seconds from the start of the turn to its milestones (None when never reached)."""
+
+    prompt_built: float | None
+    first_token: float | None
+    first_sentence: float | None
+    total: float
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What became of one turn."""
+
+    reply: str
+    sentences: int
+    error: ElaraError | None
+    user_stored: bool
+    assistant_stored: bool
+    timings: TurnTimings
+
+    @property
+    def ok(self) -> bool:
+        """True when the model answered and nothing went wrong on the way."""
+        return self.error is None
+
+
+class Orchestrator:
+    """Handles PromptReady events one at a time."""
+
+    def __init__(self, *, store: MessageStore, builder: PromptBuilder, renderer: PromptRenderer,
+                 llm: LanguageModel, sink: SentenceSink, context_size: int,
+                 clock: Callable[[], datetime] = utc_now,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 splitter: Callable[[], SentenceSplitter] = SentenceSplitter) -> None:
+        self.store = store
+        self.builder = builder
+        self.renderer = renderer
+        self.llm = llm
+        self.sink = sink
+        self.context_size = context_size
+        self._clock = clock
+        self._monotonic = monotonic
+        self._splitter = splitter
+        self._lock = asyncio.Lock()
+
+    async def on_prompt_ready(self, event: PromptReady) -> TurnResult:
+        """Run one turn for the user's text; never raises for store, context or model failures."""
+        async with self._lock:
+            return await self._turn(event)
+
+    async def _turn(self, event: PromptReady) -> TurnResult:
+        started = self._monotonic()
+        log.debug("user said: %s", event.text)
+        user_stored = await self._append(
+            ChatMessage(ChatRole.USER, event.text, self._clock(), {"source": event.source}))
+
+        try:
+            prompt = await self.builder.build(event.text, self.context_size)
+        except ContextError as exc:
+            log.warning("answering without history: %s", exc)
+            prompt = await self.builder.build(event.text, self.context_size, with_context=False)
+        request = self.renderer.render(prompt)
+        built = self._monotonic() - started
+
+        splitter = self._splitter()
+        fragments: list[str] = []
+        first_token = first_sentence = None
+        spoken = 0
+        error: ElaraError | None = None
+        try:
+            async for fragment in self.llm.stream(request):
+                if first_token is None:
+                    first_token = self._monotonic() - started
+                fragments.append(fragment)
+                for sentence in splitter.feed(fragment):
+                    if first_sentence is None:
+                        first_sentence = self._monotonic() - started
+                    await self.sink.say(sentence)
+                    spoken += 1
+            for sentence in splitter.flush():
+                if first_sentence is None:
+                    first_sentence = self._monotonic() - started
+                await self.sink.say(sentence)
+                spoken += 1
+            if not "".join(fragments).strip():
+                raise LanguageModelError(f"model {self.llm.model} gave an empty reply",
+                                         code="model_error")
+        except LanguageModelError as exc:
+            error = exc
+            log.error("language model failed (%s): %s", exc.code, exc.message)
+            await self.sink.say(exc.apology)
+
+        reply = "".join(fragments).strip()
+        assistant_stored = False
+        if error is None:
+            log.debug("assistant said: %s", reply)
+            # Nothing half-written is stored: only a reply that streamed to its end gets here.
+            assistant_stored = await self._append(
+                ChatMessage(ChatRole.ASSISTANT, reply, self._clock(), {"model": self.llm.model}))
+        timings = TurnTimings(prompt_built=built, first_token=first_token,
+                              first_sentence=first_sentence, total=self._monotonic() - started)
+        log.info("turn %s: %d context messages, prompt %.3f s, first token %s, first sentence %s, "
+                 "total %.3f s, %d sentences",
+                 "done" if error is None else f"failed ({error.code})", len(prompt.context),
+                 built, _seconds(first_token), _seconds(first_sentence), timings.total, spoken)
+        return TurnResult(reply=reply if error is None else "", sentences=spoken, error=error,
+                          user_stored=user_stored, assistant_stored=assistant_stored,
+                          timings=timings)
+
+    async def _append(self, message: ChatMessage) -> bool:
+        try:
+            await asyncio.to_thread(self.store.append, message)
+            return True
+        except (StoreError, OSError) as exc:
+            # The conversation goes on; only its record is lost, and the log says so.
+            log.error("could not store the %s turn: %s", message.role.slug, exc)
+            return False
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"

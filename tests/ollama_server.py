@@ -1,0 +1,521 @@
+"""A fake Ollama server that speaks Ollama's real HTTP wire protocol, for tests.
+
+In-process: `with FakeOllamaServer() as server: ... server.url ...`, or the `ollama_server`
+fixture. Standalone (for subprocess tests): `python tests/ollama_server.py --port 0` prints the
+URL on one line and serves until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: callable(endpoint, body) -> reply text; endpoint is "chat" or "generate".
+Responder = Callable[[str, dict], str]
+
+#: Values `FakeOllamaServer.fault` accepts.
+FAULTS = ("none", "error_mid_stream", "hang", "slow", "drop", "stall", "http_500",
+          "no_done", "truncated")
+
+DEFAULT_MODEL = "test-model"
+DEFAULT_ERROR = "llama runner process has terminated: signal: killed"
+OLLAMA_VERSION = "0.6.5"
+
+
+def last_user_text(endpoint: str, body: dict) -> str:
+    """The user's last words: the last user message (chat) or last `User:` line (generate)."""
+    if endpoint == "chat":
+        users = [m.get("content") or "" for m in body.get("messages") or []
+                 if m.get("role") == "user"]
+        return users[-1].strip() if users else ""
+    prompt = body.get("prompt") or ""
+    lines = re.findall(r"^User:[ \t]*(.*)$", prompt, flags=re.MULTILINE)
+    return lines[-1].strip() if lines else prompt.strip()
+
+
+def default_responder(endpoint: str, body: dict) -> str:
+    """A deterministic reply of three sentences that echoes the user's last words."""
+    return f"You said: {last_user_text(endpoint, body)}. That is all. Have a nice day!"
+
+
+def fragments(text: str) -> list[str]:
+    """Word-sized pieces, each with its leading whitespace, that join back to `text`."""
+    return re.findall(r"\s*\S+|\s+", text)
+
+
+def canonical_model(name: str) -> str:
+    """`name` with Ollama's implicit `:latest` tag made explicit."""
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _now() -> str:
+    """A timestamp shaped like Ollama's `created_at` (RFC 3339, UTC, fractional seconds)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class FakeOllamaServer:
+    """An HTTP/1.1 Ollama look-alike on 127.0.0.1 in a background thread, with injectable faults.
+
+    Public controls, safe to change while it runs:
+    `models` installed names (with or without `:latest`), `responder`, `fault` (one of FAULTS),
+    `fault_after` (fragments sent before a mid-stream fault), `slow_delay` (seconds
+    before each fragment when slow), `hang_seconds` (upper bound of a hang), `error_message`,
+    `model_details` (for /api/show and /api/tags). Observations: `requests` (path, JSON body)
+    and `aborted_streams` (streams whose client went away before the end).
+
+    Faults: none; error_mid_stream (fragments, then an `{"error": ...}` line); hang (nothing at
+    all, not even headers); stall (fragments, then nothing); slow (`slow_delay` before each
+    fragment); drop (fragments, then the socket closes inside the chunked body); http_500;
+    no_done (fragments, then a clean end without the `done: true` line); truncated (fragments,
+    then half a JSON line and a clean end). Unanswered streams fault like Ollama: one JSON object.
+    """
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
+                 models: Iterable[str] | None = None, responder: Responder | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.models: set[str] = set(models) if models is not None else {DEFAULT_MODEL}
+        self.responder: Responder = responder or default_responder
+        self.fault = "none"
+        self.fault_after = 3
+        self.slow_delay = 0.05
+        self.hang_seconds = 30.0
+        self.error_message = DEFAULT_ERROR
+        self.model_details: dict[str, Any] = {
+            "parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
+            "parameter_size": "3.2B", "quantization_level": "Q4_K_M",
+        }
+        self.requests: list[tuple[str, dict]] = []
+        self.aborted_streams = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._handlers: set[threading.Thread] = set()
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The base URL, http://127.0.0.1:PORT (the server must be started)."""
+        if self._httpd is None:
+            raise RuntimeError("FakeOllamaServer is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeOllamaServer:
+        """Bind (port 0 picks a free port) and serve in a background thread."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        httpd = ThreadingHTTPServer((self.host, self.port), _Handler)
+        httpd.daemon_threads = True
+        httpd.owner = self  # type: ignore[attr-defined]
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-ollama", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving; ends hanging handlers and open connections; every wait is bounded."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stopping.set()  # wakes hanging and slow handlers
+        httpd.shutdown()  # returns within one poll interval: requests run in their own threads
+        with self._lock:
+            connections, handlers = list(self._connections), list(self._handlers)
+        for conn in connections:  # idle keep-alive connections would otherwise linger
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for thread in handlers:
+            thread.join(timeout)
+
+    def __enter__(self) -> FakeOllamaServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- helpers for tests --------------------------------------------------------------------
+
+    def bodies(self, path: str) -> list[dict]:
+        """The JSON bodies received on `path`, oldest first."""
+        with self._lock:
+            return [body for p, body in self.requests if p == path]
+
+    def has_model(self, name: str) -> bool:
+        """True when `name` is installed (the `:latest` tag is implied, as in Ollama)."""
+        return canonical_model(name) in {canonical_model(m) for m in set(self.models)}
+
+    def _record(self, path: str, body: dict) -> None:
+        with self._lock:
+            self.requests.append((path, body))
+
+    def _track(self, conn: socket.socket, thread: threading.Thread, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+                self._handlers.add(thread)
+            else:
+                self._connections.discard(conn)
+                self._handlers.discard(thread)
+
+    def _note_aborted(self) -> None:
+        with self._lock:
+            self.aborted_streams += 1
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; True when the server is stopping."""
+        return self._stopping.wait(seconds)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection; routes Ollama's endpoints."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeOllama"
+    timeout = 60  # an idle keep-alive connection ends on its own, whatever the client does
+
+    @property
+    def owner(self) -> FakeOllamaServer:
+        """The FakeOllamaServer this handler serves."""
+        return self.server.owner  # type: ignore[attr-defined]
+
+    def setup(self) -> None:
+        """Register the connection so stop() can end it."""
+        super().setup()
+        self.owner._track(self.connection, threading.current_thread(), True)
+
+    def finish(self) -> None:
+        """Unregister the connection; a socket the client already closed is fine."""
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.owner._track(self.connection, threading.current_thread(), False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Say nothing: keeps test output clean."""
+
+    # --- routing ------------------------------------------------------------------------------
+
+    def do_HEAD(self) -> None:
+        if self._path() == "/":
+            self._send_text(200, "Ollama is running", head=True)
+        else:
+            self._send_text(404, "404 page not found", head=True)
+
+    def do_GET(self) -> None:
+        path = self._path()
+        self.owner._record(path, {})
+        if path == "/":
+            self._send_text(200, "Ollama is running")
+        elif path == "/api/tags":
+            self._send_json(200, {"models": [self._tag(m) for m in sorted(self.owner.models)]})
+        elif path == "/api/version":
+            self._send_json(200, {"version": OLLAMA_VERSION})
+        else:
+            self._send_text(404, "404 page not found")
+
+    def do_POST(self) -> None:
+        path = self._path()
+        try:
+            body = self._read_json()
+        except ValueError as exc:
+            self._send_json(400, {"error": str(exc)})
+            return
+        self.owner._record(path, body)
+        try:
+            if path == "/api/chat":
+                self._complete("chat", body)
+            elif path == "/api/generate":
+                self._complete("generate", body)
+            elif path == "/api/show":
+                self._show(body)
+            else:
+                self._send_text(404, "404 page not found")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away; nothing left to say
+
+    # --- endpoints ----------------------------------------------------------------------------
+
+    def _show(self, body: dict) -> None:
+        owner = self.owner
+        name = body.get("model") or body.get("name") or ""
+        if not name:
+            self._send_json(400, {"error": "model is required"})
+            return
+        if not owner.has_model(name):
+            self._send_json(404, {"error": f"model '{name}' not found"})
+            return
+        if owner.fault == "hang":
+            self._hang()
+            return
+        if owner.fault == "http_500":
+            self._send_json(500, {"error": owner.error_message})
+            return
+        details = dict(owner.model_details)
+        family = details.get("family") or "llama"
+        self._send_json(200, {
+            "license": "test licence",
+            "modelfile": f"# Modelfile generated by \"ollama show\"\nFROM {name}\n",
+            "parameters": "stop \"<|eot_id|>\"",
+            "template": "{{ .Prompt }}",
+            "details": details,
+            "model_info": {"general.architecture": family, f"{family}.context_length": 131072},
+            "capabilities": ["completion"],
+            "modified_at": "2025-01-01T00:00:00.000000Z",
+        })
+
+    def _complete(self, endpoint: str, body: dict) -> None:
+        owner = self.owner
+        name = body.get("model") or ""
+        if not name:
+            self._send_json(400, {"error": "model is required"})
+            return
+        if not owner.has_model(name):
+            # Ollama's own words differ by endpoint (server/routes.go).
+            if endpoint == "chat":
+                error = f"model {json.dumps(name)} not found, try pulling it first"
+            else:
+                error = f"model '{name}' not found"
+            self._send_json(404, {"error": error})
+            return
+        fault = owner.fault
+        if fault not in FAULTS:
+            self._send_json(500, {"error": f"fake server: unknown fault {fault!r}"})
+            return
+        if fault == "hang":
+            self._hang()
+            return
+        if fault == "http_500":
+            self._send_json(500, {"error": owner.error_message})
+            return
+
+        empty = not body.get("messages") if endpoint == "chat" else not body.get("prompt")
+        streaming = body.get("stream", True) is not False  # Ollama streams unless told not to
+        if empty or not streaming:
+            # Ollama answers these with one JSON object; faults act on the whole answer.
+            if fault == "stall":
+                self._hang()
+            elif fault == "drop":
+                self._abort()
+            elif fault == "error_mid_stream":
+                self._send_json(500, {"error": owner.error_message})
+            else:
+                if fault == "slow" and owner._wait(owner.slow_delay):
+                    return
+                reply = self._load_reply(endpoint, body) if empty else self._whole_reply(
+                    endpoint, body)
+                if fault == "no_done":
+                    reply["done"] = False
+                if fault == "truncated":
+                    self._send_raw(200, json.dumps(reply).encode()[:20], "application/json")
+                else:
+                    self._send_json(200, reply)
+            return
+
+        pieces = fragments(owner.responder(endpoint, body))
+        cut = min(owner.fault_after, len(pieces)) if fault in (
+            "error_mid_stream", "drop", "stall", "no_done", "truncated") else len(pieces)
+        self._start_stream()
+        try:
+            for piece in pieces[:cut]:
+                if fault == "slow" and owner._wait(owner.slow_delay):
+                    self._abort()
+                    return
+                self._chunk(self._line(endpoint, name, piece))
+            if fault == "error_mid_stream":
+                self._chunk({"error": owner.error_message})
+            elif fault == "drop":
+                self._abort()  # no terminating zero-length chunk: the body is cut off
+                return
+            elif fault == "stall":
+                self._hang()
+                return
+            elif fault == "truncated":
+                whole = (json.dumps(self._line(endpoint, name, pieces[cut] if cut < len(pieces)
+                                               else " more")) + "\n").encode()
+                half = whole[: len(whole) // 2]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(half), half))
+            elif fault == "no_done":
+                pass
+            else:
+                self._chunk(self._done_line(endpoint, body, len(pieces)))
+            self._end_stream()
+        except (BrokenPipeError, ConnectionResetError):
+            owner._note_aborted()
+            self.close_connection = True
+
+    # --- reply shapes -------------------------------------------------------------------------
+
+    @staticmethod
+    def _line(endpoint: str, name: str, text: str) -> dict:
+        line: dict[str, Any] = {"model": name, "created_at": _now()}
+        if endpoint == "chat":
+            line["message"] = {"role": "assistant", "content": text}
+        else:
+            line["response"] = text
+        line["done"] = False
+        return line
+
+    @staticmethod
+    def _counters(body: dict, eval_count: int) -> dict:
+        if "messages" in body:
+            prompt_words = sum(len(str(m.get("content") or "").split())
+                               for m in body.get("messages") or [])
+        else:
+            prompt_words = len(str(body.get("prompt") or "").split()) + len(
+                str(body.get("system") or "").split())
+        return {
+            "total_duration": 1_234_000_000 + eval_count * 20_000_000,
+            "load_duration": 12_000_000,
+            "prompt_eval_count": max(1, prompt_words),
+            "prompt_eval_duration": 150_000_000,
+            "eval_count": eval_count,
+            "eval_duration": eval_count * 20_000_000,
+        }
+
+    def _done_line(self, endpoint: str, body: dict, eval_count: int) -> dict:
+        line = self._line(endpoint, body["model"], "")
+        line.update(done=True, done_reason="stop", **self._counters(body, eval_count))
+        if endpoint == "generate":
+            line["context"] = [1, 2, 3]
+        return line
+
+    def _whole_reply(self, endpoint: str, body: dict) -> dict:
+        text = self.owner.responder(endpoint, body)
+        line = self._done_line(endpoint, body, len(fragments(text)))
+        if endpoint == "chat":
+            line["message"]["content"] = text
+        else:
+            line["response"] = text
+        return line
+
+    def _load_reply(self, endpoint: str, body: dict) -> dict:
+        keep_alive = body.get("keep_alive")
+        unload = keep_alive in (0, 0.0, "0", "0s", "0m")
+        line = self._line(endpoint, body["model"], "")
+        line.update(done=True, done_reason="unload" if unload else "load")
+        return line
+
+    @staticmethod
+    def _tag(name: str) -> dict:
+        return {
+            "name": name, "model": name, "modified_at": "2025-01-01T00:00:00.000000Z",
+            "size": 2_019_393_189, "digest": "a80c4f17acd5" + "0" * 52,
+        }
+
+    # --- wire ---------------------------------------------------------------------------------
+
+    def _path(self) -> str:
+        return self.path.split("?", 1)[0]
+
+    def _read_json(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            raise ValueError("missing request body")
+        body = json.loads(raw)
+        if not isinstance(body, dict):
+            raise ValueError("json: cannot unmarshal into Go value of type api.Request")
+        return body
+
+    def _send_json(self, status: int, obj: Any) -> None:
+        self._send_raw(status, json.dumps(obj).encode(), "application/json; charset=utf-8")
+
+    def _send_raw(self, status: int, data: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_text(self, status: int, text: str, head: bool = False) -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, obj: dict) -> None:
+        data = (json.dumps(obj) + "\n").encode()
+        # wfile is unbuffered (wbufsize 0): each line leaves at once, like Ollama's flushes.
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _hang(self) -> None:
+        """Send nothing until the server stops (or hang_seconds pass), then cut the connection."""
+        self.owner._wait(self.owner.hang_seconds)
+        self._abort()
+
+    def _abort(self) -> None:
+        """Close the socket now, mid-message, as a crashed server would."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, after printing the URL on one line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model", action="append", help="an installed model (repeatable)")
+    parser.add_argument("--fault", choices=FAULTS, default="none")
+    parser.add_argument("--slow-delay", type=float, default=0.05)
+    parser.add_argument("--reply", help="a fixed reply instead of the echoing default")
+    args = parser.parse_args(argv)
+
+    server = FakeOllamaServer(host=args.host, port=args.port, models=args.model)
+    server.fault = args.fault
+    server.slow_delay = args.slow_delay
+    if args.reply is not None:
+        reply = args.reply
+        server.responder = lambda endpoint, body: reply
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    server.start()
+    print(server.url, flush=True)
+    try:
+        while not stop.wait(0.2):
+            pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""The `elara` command line, run as a real process against the Ollama-protocol server."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elara.conversation.messages import ChatRole
+from elara.conversation.store import ConversationStore
+
+KEY = "cli test passphrase"
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A clean environment: no user config, a temporary store, no inherited ELARA_ settings."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ELARA")}
+    base.update({
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "ELARA__Context__EncryptionKey": KEY,
+        "ELARA__LanguageModel__Model": "test-model",
+        "ELARA__LanguageModel__TimeoutSeconds": "5",
+    })
+    return base
+
+
+def elara(env, *args, stdin=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "elara", *args], env=env, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def store_of(tmp_path) -> ConversationStore:
+    return ConversationStore(tmp_path / "cache" / "elara" / "Conversation", KEY)
+
+
+def test_version_and_help(env):
+    assert elara(env, "--version").stdout.startswith("elara ")
+    out = elara(env, "--help").stdout
+    for command in ("ask", "chat", "history", "config"):
+        assert command in out
+
+
+def test_ask_prints_the_reply_and_stores_the_turn(tmp_path, env, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "Hello Alice. Nice to meet you."
+    env["ELARA__LanguageModel__Host"] = ollama_server.url
+    done = elara(env, "ask", "My", "name", "is", "Alice")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Hello Alice. Nice to meet you.\n"
+    assert "Alice" not in done.stderr  # no conversation text in logs by default
+    stored = store_of(tmp_path).read_tail(10)
+    assert [(m.role, m.content) for m in stored] == [
+        (ChatRole.USER, "My name is Alice"), (ChatRole.ASSISTANT, "Hello Alice. Nice to meet you.")]
+    mode = (tmp_path / "cache" / "elara" / "Conversation").stat().st_mode & 0o777
+    assert mode == 0o700
+
+
+def test_ask_when_ollama_is_down(tmp_path, env):
+    env["ELARA__LanguageModel__Host"] = "http://127.0.0.1:9"  # discard port: nothing listens
+    done = elara(env, "ask", "anyone home?")
+    assert done.returncode == 69
+    error_lines = [line for line in done.stderr.splitlines() if line.startswith("elara:")]
+    assert len(error_lines) == 1 and "can't reach Ollama at http://127.0.0.1:9" in error_lines[0]
+    assert [m.role for m in store_of(tmp_path).read_tail(10)] == [ChatRole.USER]
+
+
+def test_chat_reads_turns_until_eof(tmp_path, env, ollama_server):
+    env["ELARA__LanguageModel__Host"] = ollama_server.url
+    done = elara(env, "chat", stdin="first question\nsecond question\n")
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.strip().splitlines()) == 2
+    last = [body for path, body in ollama_server.requests if path == "/api/chat"][-1]
+    assert [m["content"] for m in last["messages"][1:]][0] == "first question"
+    assert len(store_of(tmp_path).read_tail(10)) == 4
+
+
+def test_default_key_warns(tmp_path, env, ollama_server):
+    del env["ELARA__Context__EncryptionKey"]
+    env["ELARA__LanguageModel__Host"] = ollama_server.url
+    done = elara(env, "-v", "ask", "hi")
+    assert done.returncode == 0
+    assert "default encryption key" in done.stderr
+
+
+def test_wrong_key_refuses_and_writes_nothing(tmp_path, env, ollama_server):
+    env["ELARA__LanguageModel__Host"] = ollama_server.url
+    assert elara(env, "ask", "hello").returncode == 0
+    root = tmp_path / "cache" / "elara" / "Conversation"
+    before = sorted(p.name for p in root.iterdir())
+    env["ELARA__Context__EncryptionKey"] = "not the key"
+    done = elara(env, "ask", "hello again")
+    assert done.returncode == 78
+    assert f"wrong encryption key for {root}" in done.stderr
+    assert sorted(p.name for p in root.iterdir()) == before
+    assert not [body for path, body in ollama_server.requests if "again" in json.dumps(body)]
+
+
+def test_history_list_export_verify_purge(tmp_path, env, ollama_server):
+    env["ELARA__LanguageModel__Host"] = ollama_server.url
+    for q in ("one", "two"):
+        assert elara(env, "ask", q).returncode == 0
+    listed = elara(env, "history", "list", "--limit", "3")
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 3
+    assert "User" in listed.stdout and "two" in listed.stdout
+
+    exported = elara(env, "history", "export")
+    rows = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert [r["role"] for r in rows] == ["User", "Assistant", "User", "Assistant"]
+    assert rows[0]["content"] == "one" and rows[0]["timestampUtc"].endswith("Z")
+    markdown = elara(env, "history", "export", "--format", "markdown").stdout
+    assert markdown.startswith("## ") and "**User**" in markdown
+
+    assert elara(env, "history", "verify").returncode == 0
+    root = tmp_path / "cache" / "elara" / "Conversation"
+    victim = sorted(root.glob("*_user.json"))[0]
+    victim.write_bytes(victim.read_bytes()[:-20])
+    verified = elara(env, "history", "verify")
+    assert verified.returncode == 1
+    assert f"unreadable: {victim}" in verified.stdout and "3 readable, 1 unreadable" in verified.stdout
+
+    assert "deleted 0 messages" in elara(env, "history", "purge", "--older-than", "30d").stdout
+    assert "deleted 4 messages" in elara(env, "history", "purge", "--older-than", "0d").stdout
+    bad = elara(env, "history", "purge", "--older-than", "soon")
+    assert bad.returncode == 2 and "expected an age such as 30d" in bad.stderr
+
+
+def test_config_check_and_show(tmp_path, env):
+    ok = elara(env, "config", "check")
+    assert ok.returncode == 0 and "configuration is valid" in ok.stdout
+    shown = json.loads(elara(env, "config", "show").stdout)
+    assert shown["Context"]["EncryptionKey"] == "(redacted)"
+    assert KEY not in json.dumps(shown)
+
+    env["ELARA__Context__LastN"] = "six"
+    bad = elara(env, "config", "check")
+    assert bad.returncode == 78
+    assert 'Context.LastN: expected an integer from 0 to 1000, got "six"' in bad.stderr
+    assert elara(env, "ask", "hi").returncode == 78
+
+    del env["ELARA__Context__LastN"]
+    path = Path(tmp_path / "conf.json")
+    path.write_text('{"Context": {"LastN": 2, "Unknown": 1}}')
+    bad = elara(env, "--config", str(path), "config", "check")
+    assert bad.returncode == 78 and "Context.Unknown: unknown key" in bad.stderr

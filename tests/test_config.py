@@ -1,0 +1,134 @@
+"""Configuration layers, binding and the messages a user sees for a bad value."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from elara.config import load_settings, load_settings_with_sources, to_json
+from elara.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")
+    return path
+
+
+def test_packaged_defaults_are_the_repo_file_and_bind():
+    import elara
+    from importlib import resources
+
+    packaged = resources.files(elara).joinpath("appsettings.json").read_text(encoding="utf-8")
+    assert packaged == (REPO / "config" / "appsettings.json").read_text(encoding="utf-8")
+    s = load_settings(env={})
+    assert s.language_model.host == "http://127.0.0.1:11434"
+    assert s.context.last_n == 6
+    assert s.context.storage_root is None
+    assert s.context.encryption_key == "replace-me-before-deployment"
+    assert s.language_model.options["num_ctx"] == 4096
+    assert "markdown" in s.language_model.system_prompt
+
+
+def test_layers_apply_in_order(tmp_path):
+    xdg = tmp_path / "xdg"
+    write(xdg / "elara" / "appsettings.json", {"Context": {"LastN": 3}, "Logging": {"Level": "DEBUG"}})
+    explicit = write(tmp_path / "mine" / "appsettings.json", {"context": {"lastn": 4}})
+    write(tmp_path / "mine" / "appsettings.Development.json", {"Context": {"LastN": 5}})
+    env = {"XDG_CONFIG_HOME": str(xdg), "ELARA_ENVIRONMENT": "Development"}
+
+    s, sources = load_settings_with_sources(explicit, env)
+    assert s.context.last_n == 5
+    assert s.logging.level == "DEBUG"  # from the XDG layer, untouched by later ones
+    assert [p.name for p in sources.files] == [
+        "appsettings.json", "appsettings.json", "appsettings.Development.json"]
+
+    env["ELARA__CONTEXT__LASTN"] = "2"
+    assert load_settings(explicit, env).context.last_n == 2
+
+
+def test_elara_config_variable_names_the_file(tmp_path):
+    path = write(tmp_path / "a.json", {"LanguageModel": {"Model": "qwen2.5:1.5b"}})
+    assert load_settings(env={"ELARA_CONFIG": str(path)}).language_model.model == "qwen2.5:1.5b"
+
+
+def test_env_values_are_read_as_the_target_type():
+    env = {
+        "ELARA__LanguageModel__TimeoutSeconds": "2.5",
+        "ELARA__LanguageModel__Options__temperature": "0.1",
+        "ELARA__LanguageModel__KeepAlive": "-1",
+        "ELARA__Context__MaxHistoryTokens": "null",
+        "ELARA__Context__StorageRoot": "/tmp/elara-store",
+        "ELARA__Logging__Level": "warning",
+    }
+    s = load_settings(env=env)
+    assert s.language_model.timeout_seconds == 2.5
+    assert s.language_model.options["temperature"] == 0.1
+    assert s.language_model.options["num_ctx"] == 4096  # the rest of Options stays
+    assert s.language_model.keep_alive == -1
+    assert s.context.max_history_tokens is None
+    assert s.context.storage_root == "/tmp/elara-store"
+    assert s.logging.level == "WARNING"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"ELARA__Context__LastN": "six"}, 'Context.LastN: expected an integer from 0 to 1000, got "six"'),
+    ({"ELARA__Context__LastN": "-1"}, "Context.LastN: expected an integer from 0 to 1000"),
+    ({"ELARA__Context__Colour": "blue"}, "Context.Colour: unknown key"),
+    ({"ELARA__Voice__Speed": "1"}, "Voice: unknown key"),
+    ({"ELARA__LanguageModel__Api": "rest"}, 'LanguageModel.Api: expected one of "chat", "generate"'),
+    ({"ELARA__LanguageModel__Host": "ftp://x"}, "LanguageModel.Host: expected an http(s) URL"),
+    ({"ELARA__LanguageModel__KeepAlive": "forever"}, "LanguageModel.KeepAlive: expected a duration"),
+    ({"ELARA__LanguageModel__Options__tempratur": "1"}, "LanguageModel.Options.tempratur: unknown Ollama option"),
+    ({"ELARA__LanguageModel__Options__num_ctx": "big"}, "LanguageModel.Options.num_ctx:"),
+    ({"ELARA__Context__EncryptionKey": " "}, "Context.EncryptionKey: expected a non-empty string"),
+    ({"ELARA__Logging__Level": "LOUD"}, "Logging.Level: expected one of"),
+])
+def test_bad_values_name_the_path(env, message):
+    with pytest.raises(ConfigError) as info:
+        load_settings(env=env)
+    assert message in str(info.value)
+    assert info.value.exit_status == 78
+
+
+def test_mistyped_values_in_a_file(tmp_path):
+    path = write(tmp_path / "c.json", {"Context": {"LastN": "six"}})
+    with pytest.raises(ConfigError, match=r'Context\.LastN: expected an integer from 0 to 1000, got "six"'):
+        load_settings(path, env={})
+    path = write(tmp_path / "c.json", {"Context": {"LastN": True}})
+    with pytest.raises(ConfigError, match=r"Context\.LastN: expected an integer"):
+        load_settings(path, env={})
+    path = write(tmp_path / "c.json", {"Context": 5})
+    with pytest.raises(ConfigError, match=r"Context: expected an object, got 5"):
+        load_settings(path, env={})
+
+
+def test_broken_and_missing_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.json", env={})
+    bad = write(tmp_path / "bad.json", '{"Context": {"LastN": 2,}}')
+    with pytest.raises(ConfigError, match=r"bad\.json is not valid JSON: .* line 1"):
+        load_settings(bad, env={})
+    (tmp_path / "latin1.json").write_bytes(b'{"x": "\xe9"}')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_settings(tmp_path / "latin1.json", env={})
+    array = write(tmp_path / "array.json", "[]")
+    with pytest.raises(ConfigError, match="JSON object at the top level"):
+        load_settings(array, env={})
+
+
+def test_settings_are_frozen():
+    s = load_settings(env={})
+    with pytest.raises(Exception):
+        s.context.last_n = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        s.language_model.options["temperature"] = 1  # type: ignore[index]
+
+
+def test_show_redacts_the_key():
+    shown = to_json(load_settings(env={"ELARA__Context__EncryptionKey": "hunter2-secret"}))
+    assert shown["Context"]["EncryptionKey"] == "(redacted)"
+    assert "hunter2" not in json.dumps(shown)
+    assert to_json(load_settings(env={}), redact=False)["Context"]["LastN"] == 6

@@ -1,0 +1,232 @@
+"""The orchestrator end to end over the real store, the real Ollama client and the protocol server."""
+
+import asyncio
+import logging
+import shutil
+import socket
+
+import pytest
+
+from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
+from elara.conversation.messages import ChatRole, PromptReady
+from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
+from elara.conversation.render import OllamaChatRenderer, TranscriptRenderer
+from elara.conversation.store import ConversationStore
+from elara.llm import OllamaLanguageModel, make_client
+from elara.orchestrator import Orchestrator
+from ollama_server import FakeOllamaServer
+
+_runner: asyncio.Runner
+
+
+class ListSink:
+    """Collects the sentences it is given."""
+
+    def __init__(self):
+        self.sentences = []
+
+    async def say(self, sentence):
+        self.sentences.append(sentence)
+
+
+def make(store, url, sink, *, model="test-model", timeout=5.0, renderer=None, n=6, budget=None):
+    llm = OllamaLanguageModel(make_client(url, timeout), model=model, host=url, keep_alive="5m",
+                              options={"temperature": 0.0}, timeout_seconds=timeout)
+    context = TokenBudgetContextProvider(LastNContextProvider(store), budget)
+    builder = PromptBuilder(ConfigSystemPrompt("You are a test."), [context])
+    return Orchestrator(store=store, builder=builder, renderer=renderer or OllamaChatRenderer(),
+                        llm=llm, sink=sink, context_size=n), llm
+
+
+@pytest.fixture(autouse=True)
+def loop():
+    """One event loop per test, as in the daemon: the HTTP client belongs to the loop it ran on."""
+    global _runner
+    with asyncio.Runner() as runner:
+        _runner = runner
+        yield runner
+
+
+def turn(orchestrator, text):
+    return _runner.run(orchestrator.on_prompt_ready(PromptReady(text)))
+
+
+def chat_bodies(server):
+    return [body for path, body in server.requests if path == "/api/chat"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_turn_streams_sentences_and_stores_both_sides(tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "Paris is the capital. It is in France. Enjoy!"
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, ollama_server.url, sink)
+
+    result = turn(orchestrator, "What is the capital of France?")
+    assert result.ok and result.user_stored and result.assistant_stored
+    assert sink.sentences == ["Paris is the capital.", "It is in France.", "Enjoy!"]
+    assert result.reply == "Paris is the capital. It is in France. Enjoy!"
+    assert result.timings.first_token is not None and result.timings.first_sentence is not None
+
+    stored = store.read_tail(10)
+    assert [(m.role, m.content) for m in stored] == [
+        (ChatRole.USER, "What is the capital of France?"),
+        (ChatRole.ASSISTANT, "Paris is the capital. It is in France. Enjoy!")]
+    assert stored[0].metadata == {"source": "text"}
+    assert stored[1].metadata == {"model": "test-model"}
+
+    body = chat_bodies(ollama_server)[-1]
+    assert body["model"] == "test-model" and body["stream"] is True
+    assert body["keep_alive"] == "5m" and body["options"]["temperature"] == 0.0
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert body["messages"][0]["content"].startswith("You are a test.")
+    assert "UTC" in body["messages"][0]["content"]
+
+
+def test_the_next_turn_carries_the_last_n_messages(tmp_path, ollama_server):
+    store = ConversationStore(tmp_path, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink(), n=2)
+    for question in ["one?", "two?", "three?"]:
+        assert turn(orchestrator, question).ok
+    messages = chat_bodies(ollama_server)[-1]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[1]["content"] == "two?" and messages[-1]["content"] == "three?"
+    orchestrator.context_size = 0  # changed at run time, as a reload would
+    turn(orchestrator, "four?")
+    assert [m["role"] for m in chat_bodies(ollama_server)[-1]["messages"]] == ["system", "user"]
+
+
+def test_the_budget_keeps_the_prompt_small(tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "A fairly long answer. " * 20
+    store = ConversationStore(tmp_path, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink(), n=50, budget=150)
+    for i in range(6):
+        turn(orchestrator, f"question {i}?")
+    messages = chat_bodies(ollama_server)[-1]["messages"]
+    history = messages[1:-1]
+    assert 0 < len(history) < 10
+    assert history[0]["role"] == "user"  # whole exchanges only
+    assert sum(len(m["content"]) for m in history) / 4 <= 150
+
+
+def test_generate_renderer_uses_the_generate_endpoint(tmp_path, ollama_server):
+    store = ConversationStore(tmp_path, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink(), renderer=TranscriptRenderer())
+    assert turn(orchestrator, "hi there").ok
+    path, body = ollama_server.requests[-1]
+    assert path == "/api/generate"
+    assert body["prompt"].endswith("User: hi there\nAssistant:")
+    assert body["system"].startswith("You are a test.")
+
+
+def test_model_unreachable_then_back(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, url, sink)
+
+    failed = turn(orchestrator, "are you there?")
+    assert failed.error.code == "unreachable"
+    assert failed.user_stored and not failed.assistant_stored
+    assert sink.sentences == ["I can't reach the language model right now."]
+    assert [m.role for m in store.read_tail(10)] == [ChatRole.USER]
+
+    with FakeOllamaServer(port=port) as server:
+        back = turn(orchestrator, "and now?")
+    assert back.ok
+    assert [m.role for m in store.read_tail(10)] == [ChatRole.USER, ChatRole.USER, ChatRole.ASSISTANT]
+    assert chat_bodies(server)[-1]["messages"][-1]["content"] == "and now?"
+
+
+def test_model_not_pulled(tmp_path, ollama_server):
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, ollama_server.url, sink, model="not-pulled")
+    result = turn(orchestrator, "hello")
+    assert result.error.code == "model_missing"
+    assert "ollama pull not-pulled" in result.error.message
+    assert sink.sentences == ["The language model isn't installed yet."]
+
+
+def test_an_error_mid_stream_stores_no_half_reply(tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "First sentence here. Second one is long " * 3
+    ollama_server.fault = "error_mid_stream"
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, ollama_server.url, sink)
+    result = turn(orchestrator, "tell me")
+    assert result.error.code == "model_error" and not result.assistant_stored
+    assert sink.sentences[-1] == "The language model ran into a problem."
+    assert [m.role for m in store.read_tail(10)] == [ChatRole.USER]
+
+    ollama_server.fault = "none"
+    assert turn(orchestrator, "again").ok
+
+
+def test_a_dropped_connection_and_a_hang(tmp_path, ollama_server):
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, ollama_server.url, sink, timeout=0.5)
+    ollama_server.fault = "drop"
+    assert turn(orchestrator, "one").error.code == "connection_lost"
+    ollama_server.fault = "hang"
+    assert turn(orchestrator, "two").error.code == "timeout"
+    assert sink.sentences[-1] == "The language model took too long to answer."
+    assert all(m.role is ChatRole.USER for m in store.read_tail(10))
+
+
+def test_store_failure_never_takes_the_conversation_down(tmp_path, ollama_server, caplog):
+    root = tmp_path / "store"
+    store = ConversationStore(root, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink())
+    assert turn(orchestrator, "first").ok
+    # The directory vanishes and a file takes its place: every read and write now fails.
+    shutil.rmtree(root)
+    root.write_text("not a directory")
+    with caplog.at_level(logging.WARNING):
+        result = turn(orchestrator, "second")
+    assert result.ok and result.reply
+    assert not result.user_stored and not result.assistant_stored
+    assert "could not store the user turn" in caplog.text
+
+
+def test_a_megabyte_of_user_text(tmp_path, ollama_server):
+    text = "word " * 200_000
+    store = ConversationStore(tmp_path, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink())
+    assert turn(orchestrator, text.strip()).ok
+    assert store.read_tail(2)[0].content == text.strip()
+    assert chat_bodies(ollama_server)[-1]["messages"][-1]["content"] == text.strip()
+
+
+def test_turns_are_taken_one_at_a_time(tmp_path, ollama_server):
+    store = ConversationStore(tmp_path, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink())
+
+    async def both():
+        return await asyncio.gather(orchestrator.on_prompt_ready(PromptReady("a")),
+                                    orchestrator.on_prompt_ready(PromptReady("b")))
+    results = _runner.run(both())
+    assert all(r.ok for r in results)
+    roles = [m.role for m in store.read_tail(10)]
+    assert roles == [ChatRole.USER, ChatRole.ASSISTANT] * 2
+
+
+def test_conversation_text_is_logged_only_at_debug(tmp_path, ollama_server, caplog):
+    ollama_server.responder = lambda endpoint, body: "A secret reply."
+    store = ConversationStore(tmp_path, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink())
+    with caplog.at_level(logging.INFO):
+        turn(orchestrator, "my private question")
+    assert "turn done" in caplog.text
+    assert "private question" not in caplog.text and "secret reply" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG):
+        turn(orchestrator, "my private question")
+    assert "private question" in caplog.text and "secret reply" in caplog.text

@@ -1,0 +1,106 @@
+"""The on-disk format, checked with independent code written from the format description alone."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import stat
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from elara.conversation.messages import ChatMessage, ChatRole
+from elara.conversation.store import ConversationStore
+
+PASSPHRASE = "interop passphrase ✓"
+NAME = re.compile(r"^\d{8}T\d{9}Z_\d{4,}_(user|assistant|system)\.json$")
+
+
+# -- independent implementation (deliberately not importing elara's crypto) ---
+
+
+def independent_open(passphrase: str, data: bytes) -> bytes:
+    key = hashlib.sha256(passphrase.encode("utf-8")).digest()
+    envelope = json.loads(data)
+    assert envelope["alg"] == "AES-256-GCM"
+    iv = base64.b64decode(envelope["iv"], validate=True)
+    ciphertext = base64.b64decode(envelope["ciphertext"], validate=True)
+    tag = base64.b64decode(envelope["tag"], validate=True)
+    assert len(iv) == 12 and len(tag) == 16
+    return AESGCM(key).decrypt(iv, ciphertext + tag, None)
+
+
+def independent_seal(passphrase: str, plaintext: bytes) -> bytes:
+    key = hashlib.sha256(passphrase.encode("utf-8")).digest()
+    iv = os.urandom(12)
+    sealed = AESGCM(key).encrypt(iv, plaintext, None)
+    envelope = {
+        "alg": "AES-256-GCM",
+        "iv": base64.b64encode(iv).decode(),
+        "ciphertext": base64.b64encode(sealed[:-16]).decode(),
+        "tag": base64.b64encode(sealed[-16:]).decode(),
+    }
+    return json.dumps(envelope, indent=2).encode()
+
+
+# -- tests ---------------------------------------------------------------------
+
+
+def test_store_files_decrypt_with_independent_code(tmp_path: Path):
+    root = tmp_path / "Conversation"
+    store = ConversationStore(root, PASSPHRASE)
+    at = datetime(2026, 11, 22, 6, 55, 11, 123456, tzinfo=timezone.utc)
+    store.append(ChatMessage(ChatRole.USER, "What's the weather like tomorrow?", at, {"source": "voice", "lang": "en"}))
+    store.append(ChatMessage(ChatRole.ASSISTANT, "Sonnig, 20 °C.", at))
+
+    names = sorted(os.listdir(root))
+    assert names == ["20261122T065511123Z_0001_user.json", "20261122T065511123Z_0002_assistant.json"]
+    plaintexts = [independent_open(PASSPHRASE, (root / n).read_bytes()) for n in names]
+    assert plaintexts[0] == (
+        b'{"role":"User","content":"What\'s the weather like tomorrow?",'
+        b'"timestampUtc":"2026-11-22T06:55:11.123Z","metadata":{"source":"voice","lang":"en"}}'
+    )
+    assert plaintexts[1] == (
+        '{"role":"Assistant","content":"Sonnig, 20 °C.","timestampUtc":"2026-11-22T06:55:11.123Z","metadata":{}}'
+    ).encode("utf-8")
+    for name in names:
+        envelope = json.loads((root / name).read_bytes())
+        assert set(envelope) == {"alg", "iv", "ciphertext", "tag"}
+        assert stat.S_IMODE((root / name).stat().st_mode) == 0o600
+
+
+def test_hand_written_files_are_read_in_name_order(tmp_path: Path):
+    root = tmp_path / "Conversation"
+    root.mkdir(mode=0o700)
+    written = [
+        ("20251230T235959000Z_0007_system.json", {"role": "System", "content": "boot", "timestampUtc": "2025-12-30T23:59:59Z"}),
+        ("20251231T000000500Z_0008_user.json", {"role": "User", "content": "héllo", "timestampUtc": "2025-12-31T00:00:00.5000000+00:00", "metadata": None}),
+        ("20251231T000001123Z_0009_assistant.json", {"role": "Assistant", "content": "hi", "timestampUtc": "2025-12-31T00:00:01.1234567Z", "metadata": {"model": "llama3.2:3b"}}),
+    ]
+    for name, body in reversed(written):  # creation order must not matter, only names
+        (root / name).write_bytes(independent_seal(PASSPHRASE, json.dumps(body).encode("utf-8")))
+
+    store = ConversationStore(root, PASSPHRASE)
+    tail = store.read_tail(6)
+    assert [(m.role, m.content) for m in tail] == [
+        (ChatRole.SYSTEM, "boot"),
+        (ChatRole.USER, "héllo"),
+        (ChatRole.ASSISTANT, "hi"),
+    ]
+    assert [m.timestamp_utc for m in tail] == [
+        datetime(2025, 12, 30, 23, 59, 59, tzinfo=timezone.utc),
+        datetime(2025, 12, 31, 0, 0, 0, 500000, tzinfo=timezone.utc),
+        datetime(2025, 12, 31, 0, 0, 1, 123456, tzinfo=timezone.utc),
+    ]
+    assert tail[1].metadata == {} and tail[2].metadata == {"model": "llama3.2:3b"}
+
+    # The store continues after the hand-written history, even with an older clock.
+    path = store.append(ChatMessage(ChatRole.USER, "again", datetime(2020, 1, 1, tzinfo=timezone.utc)))
+    assert path.name == "20251231T000001123Z_0010_user.json"
+    assert NAME.match(path.name)
+    body = json.loads(independent_open(PASSPHRASE, path.read_bytes()))
+    assert body == {"role": "User", "content": "again", "timestampUtc": "2020-01-01T00:00:00.000Z", "metadata": {}}
