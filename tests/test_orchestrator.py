@@ -194,6 +194,7 @@ def test_store_failure_never_takes_the_conversation_down(tmp_path, ollama_server
     assert result.ok and result.reply
     assert not result.user_stored and not result.assistant_stored
     assert "could not store the user turn" in caplog.text
+    assert "answering without history" in caplog.text
 
 
 def test_a_megabyte_of_user_text(tmp_path, ollama_server):

@@ -11,6 +11,7 @@ from typing import TextIO
 from elara import wiring
 from elara.conversation.messages import PromptReady
 from elara.errors import LanguageModelError
+from elara.llm import OllamaLanguageModel
 from elara.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,9 @@ async def _chat(settings: Settings) -> int:
     sink = PrintSink()
     orchestrator = wiring.make_orchestrator(settings, store, llm, sink)
     interactive = sys.stdin.isatty()
+    # Load the model while the user types the first question, so that answer isn't slowed by it.
+    warming = asyncio.create_task(_check_and_warm(llm))
     try:
-        try:
-            await llm.check()
-        except LanguageModelError as exc:
-            print(f"elara: {exc}", file=sys.stderr)
         while True:
             line = await asyncio.to_thread(_read_line, "you> " if interactive else "")
             if line is None or not line.strip():
@@ -82,8 +81,17 @@ async def _chat(settings: Settings) -> int:
             await orchestrator.on_prompt_ready(PromptReady(line.strip()))
             sink.end_reply()
     finally:
+        warming.cancel()
         await llm.aclose()
     return 0
+
+
+async def _check_and_warm(llm: OllamaLanguageModel) -> None:
+    try:
+        await llm.check()
+        await llm.warm_up()
+    except LanguageModelError as exc:
+        print(f"elara: {exc}", file=sys.stderr)
 
 
 def _read_line(prompt: str) -> str | None:
