@@ -222,24 +222,17 @@ def _coerce(raw: Any, tp: Any, where: str, meta: Mapping[str, Any]) -> Any:
             return raw.strip().lower() in ("true", "1", "yes")
         if isinstance(raw, bool):
             return raw
-    elif tp is int:
+    elif tp in (int, float):
         value = raw
         if env:
             try:
-                value = int(raw.strip())
+                value = tp(raw.strip())
             except ValueError:
                 pass
-        if isinstance(value, int) and not isinstance(value, bool):
-            return _ranged(value, raw, where, expected, meta)
-    elif tp is float:
-        value = raw
-        if env:
-            try:
-                value = float(raw.strip())
-            except ValueError:
-                pass
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return _ranged(float(value), raw, where, expected, meta)
+        # An integer setting takes only integers; a number setting takes both. Never a bool.
+        accepted = (int,) if tp is int else (int, float)
+        if isinstance(value, accepted) and not isinstance(value, bool):
+            return _ranged(tp(value), raw, where, expected, meta)
     elif tp is str:
         if isinstance(raw, str):
             choices = meta.get("choices")
