@@ -80,6 +80,62 @@ class ContextSettings:
 
 
 @dataclass(frozen=True)
+class AudioSettings:
+    """`Audio`: which devices, and how Elara keeps from hearing itself."""
+
+    input_device: int | str | None = setting("InputDevice")
+    output_device: int | str | None = setting("OutputDevice")
+    speaker_tail_ms: int = setting("SpeakerTailMs", min=0, max=10_000)
+    barge_in: bool = setting("BargeIn")
+
+
+@dataclass(frozen=True)
+class WakeWordSettings:
+    """`WakeWord`: which wake words, and how sure the detector must be."""
+
+    models: tuple[str, ...] = setting("Models", check=lambda v: None if v else "expected at least one model")
+    threshold: float = setting("Threshold", min=0.0, max=1.0)
+    trigger_level: int = setting("TriggerLevel", min=1, max=50)
+    refractory_seconds: float = setting("RefractorySeconds", min=0, max=60)
+
+
+@dataclass(frozen=True)
+class ListeningSettings:
+    """`Listening`: how an utterance is found after the wake word, and the follow-up window."""
+
+    mode: str = setting("Mode", choices=("wake_word", "continued"))
+    vad: str = setting("Vad", choices=("silero", "energy"))
+    vad_threshold: float = setting("VadThreshold", min=0.0, max=1.0)
+    pre_roll_ms: int = setting("PreRollMs", min=0, max=5_000)
+    end_silence_ms: int = setting("EndSilenceMs", min=80, max=10_000)
+    min_speech_ms: int = setting("MinSpeechMs", min=0, max=10_000)
+    max_utterance_seconds: float = setting("MaxUtteranceSeconds", min=1, max=120)
+    no_speech_timeout_seconds: float = setting("NoSpeechTimeoutSeconds", min=0.5, max=120)
+    follow_up_seconds: float = setting("FollowUpSeconds", min=0, max=120)
+
+
+@dataclass(frozen=True)
+class SpeechToTextSettings:
+    """`SpeechToText`: the Whisper model and how its output is trusted."""
+
+    model: str = setting("Model", check=_not_blank)
+    language: str | None = setting("Language")
+    beam_size: int = setting("BeamSize", min=1, max=10)
+    window_seconds: float = setting("WindowSeconds", min=5, max=30)
+    no_speech_threshold: float = setting("NoSpeechThreshold", min=0.0, max=1.0)
+    early_start_ms: int = setting("EarlyStartMs", min=0, max=10_000)
+
+
+@dataclass(frozen=True)
+class TextToSpeechSettings:
+    """`TextToSpeech`: the Piper voice and its pace."""
+
+    voice: str = setting("Voice", check=_not_blank)
+    length_scale: float = setting("LengthScale", min=0.3, max=3.0)
+    first_chunk_words: int = setting("FirstChunkWords", min=0, max=100)
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     """`Logging`: how much the daemon says."""
 
@@ -92,4 +148,9 @@ class Settings:
 
     language_model: LanguageModelSettings = setting("LanguageModel")
     context: ContextSettings = setting("Context")
+    audio: AudioSettings = setting("Audio")
+    wake_word: WakeWordSettings = setting("WakeWord")
+    listening: ListeningSettings = setting("Listening")
+    speech_to_text: SpeechToTextSettings = setting("SpeechToText")
+    text_to_speech: TextToSpeechSettings = setting("TextToSpeech")
     logging: LoggingSettings = setting("Logging")
