@@ -45,6 +45,6 @@ def configure(level: str | int, stream: TextIO | None = None) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    # httpx logs every request at INFO; one line per Ollama call is noise in a daemon's journal.
-    for noisy in ("httpx", "httpcore"):
+    # httpx logs every request and transitions every state change at INFO: noise in a journal.
+    for noisy in ("httpx", "httpcore", "transitions"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

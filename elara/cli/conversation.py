@@ -42,20 +42,49 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register `ask` and `chat`."""
     ask = commands.add_parser("ask", help="ask one question and print the reply as it streams")
     ask.add_argument("text", nargs="+", help="the question")
-    ask.set_defaults(handler=lambda args, settings: asyncio.run(_ask(" ".join(args.text), settings)))
+    ask.add_argument("--speak", action="store_true", help="also speak the reply aloud")
+    ask.set_defaults(handler=lambda args, settings: asyncio.run(
+        _ask(" ".join(args.text), settings, speak=args.speak)))
     chat = commands.add_parser("chat", help="talk to Elara by typing; an empty line or EOF ends it")
     chat.set_defaults(handler=lambda args, settings: asyncio.run(_chat(settings)))
 
 
-async def _ask(text: str, settings: Settings) -> int:
+class TeeSink:
+    """Hands each sentence to several sinks (print and speak)."""
+
+    def __init__(self, *sinks) -> None:
+        self.sinks = sinks
+
+    async def say(self, sentence: str) -> None:
+        """Deliver the sentence to every sink."""
+        for sink in self.sinks:
+            await sink.say(sentence)
+
+
+async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
     store = wiring.open_store(settings)
     llm = wiring.make_language_model(settings)
-    sink = PrintSink()
+    printer = PrintSink()
+    speech = speaker = None
+    sink = printer
+    if speak:
+        from elara.audio.playback import Speaker
+        from elara.cli.voice import load_synthesizer
+        from elara.voice.speech import SpeechSink
+
+        speaker = Speaker(settings.audio.output_device)
+        speech = SpeechSink(await asyncio.to_thread(load_synthesizer, settings), speaker,
+                            first_chunk_words=settings.text_to_speech.first_chunk_words)
+        sink = TeeSink(printer, speech)
     try:
         result = await wiring.make_orchestrator(settings, store, llm, sink).on_prompt_ready(
             PromptReady(text))
+        if speech is not None:
+            await speech.finish()
     finally:
-        sink.end_reply()
+        printer.end_reply()
+        if speaker is not None:
+            await speaker.close()
         await llm.aclose()
     if result.error is not None:
         print(f"elara: {result.error}", file=sys.stderr)

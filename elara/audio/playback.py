@@ -1,0 +1,403 @@
+"""The speaker: plays AudioClips through a PortAudio output stream and says when they were heard.
+
+One callback stream stays open while clips keep coming (silence fills the gaps, so the sentences
+of one reply follow each other without reopening the device) and closes after `idle_close_seconds`
+without audio. The callback feeds queued clips in order and, when a clip's last sample goes out,
+reports when the device will have played it (the callback's output DAC time), so `play()` returns
+when the clip was heard, not when it was handed over. Opening, closing and aborting streams run in
+worker threads, never on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from elara.audio.capture import resample
+from elara.audio.devices import (AudioDeviceError, DeviceInfo, find_device, is_rate_error,
+                                 load_sounddevice)
+from elara.audio.frames import AudioClip
+
+log = logging.getLogger(__name__)
+
+
+def as_mono_int16(samples: np.ndarray) -> np.ndarray:
+    """A clip's samples as a 1-D int16 array: int16 as is, floats in [-1, 1] scaled."""
+    a = np.asarray(samples)
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 1:
+        raise ValueError(f"expected mono samples (n,) or (n, 1), got shape {a.shape}")
+    if a.dtype == np.int16:
+        return a
+    if np.issubdtype(a.dtype, np.floating):
+        return np.clip(np.rint(a * 32767.0), -32768, 32767).astype(np.int16)
+    raise ValueError(f"expected int16 or float samples, got {a.dtype}")
+
+
+class _Job:
+    """One clip on its way out: fed by the callback, awaited by `play()`."""
+
+    __slots__ = ("samples", "pos", "fed", "played", "end")
+
+    def __init__(self, samples: np.ndarray, loop: asyncio.AbstractEventLoop) -> None:
+        self.samples = samples
+        self.pos = 0
+        self.fed: asyncio.Future[float] = loop.create_future()  # → when its last sample is heard
+        self.played: asyncio.Future[bool] = loop.create_future()  # → True heard, False cut
+        self.end: float | None = None
+
+
+class _Output:
+    """An open output stream at one rate, with its queue of jobs (shared with the callback)."""
+
+    def __init__(self, stream_rate: int, clip_rate: int) -> None:
+        self.stream: Any = None
+        self.stream_rate = stream_rate  # the rate the device runs at
+        self.clip_rate = clip_rate  # the clip rate it serves (clips are resampled if they differ)
+        self.jobs: collections.deque[_Job] = collections.deque()
+        self.lock = threading.Lock()
+        self.latency = 0.0
+        self.dead = False
+
+
+class Speaker:
+    """Plays mono int16 `AudioClip`s on a PortAudio output device.
+
+    `device`: an index, a name (see `elara.audio.devices.find_device`) or None for the default.
+    Construction looks the device up and raises AudioDeviceError if it is missing.
+    """
+
+    def __init__(self, device: int | str | None = None, *, idle_close_seconds: float = 0.5,
+                 block_seconds: float = 0.02, latency: float | str = 0.1,
+                 close_margin_seconds: float = 0.05, stall_slack_seconds: float = 3.0) -> None:
+        self._spec = device
+        self.device: DeviceInfo = find_device(device, "output")
+        self.idle_close_seconds = idle_close_seconds
+        self.block_seconds = block_seconds
+        self.latency = latency
+        self.close_margin_seconds = close_margin_seconds
+        self.stall_slack_seconds = stall_slack_seconds
+        #: monotonic time at which the last sample handed to the device is (or was) heard; it is
+        #: in the future while a clip plays. 0.0 before anything was played.
+        self.last_audio_end = 0.0
+        #: Callbacks PortAudio flagged as output underflow (a gap was heard).
+        self.underflows = 0
+        self._out: _Output | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._idle_task: asyncio.Task[None] | None = None
+        self._waiting: set[_Job] = set()
+        self._epoch = 0  # bumped by stop(): a play() that started earlier must not start after it
+
+    # -- public API --------------------------------------------------------------------------
+
+    @property
+    def speaking(self) -> bool:
+        """True while a clip is queued or playing (until its last sample has been heard)."""
+        return bool(self._waiting) or time.monotonic() < self.last_audio_end
+
+    @property
+    def is_open(self) -> bool:
+        """True while an output stream is open."""
+        return self._out is not None
+
+    async def __aenter__(self) -> Speaker:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def play(self, clip: AudioClip) -> bool:
+        """Play `clip`, after any clips already queued; return once its last sample was heard.
+
+        Returns True when played to the end, False when `stop()` cut it. Raises AudioDeviceError
+        when the device can't be opened or stops playing."""
+        samples = as_mono_int16(clip.samples)
+        if len(samples) == 0:
+            return True
+        loop = asyncio.get_running_loop()
+        epoch = self._epoch
+        self._cancel_idle_close()
+        async with self._lock():
+            out = self._out
+            if out is not None and out.dead:  # it failed or stalled: nothing left to hear
+                await self._close_output(abort=True)
+                out = None
+            elif out is not None and out.clip_rate != clip.sample_rate:
+                await self._drain(out)  # let the other rate's clips finish first
+                await self._close_output()
+                out = None
+            if out is None:
+                out = await self._open_output_async(clip.sample_rate, loop)
+            if out.stream_rate != clip.sample_rate:
+                samples = await asyncio.to_thread(resample, samples, clip.sample_rate, out.stream_rate)
+            if epoch != self._epoch:  # stop() was called while this clip was on its way
+                self._schedule_idle_close()
+                return False
+            job = _Job(samples, loop)
+            self._waiting.add(job)
+            with out.lock:
+                out.jobs.append(job)
+        try:
+            return await self._await_job(job, out, len(samples) / out.stream_rate)
+        finally:
+            if not job.played.done():  # cancelled: take the rest of the clip off the queue
+                with out.lock:
+                    if job in out.jobs:
+                        out.jobs.remove(job)
+            self._waiting.discard(job)
+            self._schedule_idle_close()
+
+    async def stop(self) -> None:
+        """Cut playback at once (barge-in, shutdown): queued clips are dropped, pending `play()`
+        calls return False, and the stream is aborted and closed."""
+        self._epoch += 1
+        self._cancel_idle_close()
+        out = self._out
+        if out is not None:
+            with out.lock:
+                out.jobs.clear()
+        for job in list(self._waiting):
+            if not job.fed.done():
+                job.fed.cancel()
+            if not job.played.done():
+                job.played.set_result(False)
+        now = time.monotonic()
+        if self.last_audio_end > now:
+            self.last_audio_end = now
+        async with self._lock():
+            if self._out is not None:
+                await self._close_output(abort=True)
+
+    async def close(self) -> None:
+        """Let queued clips finish, then close the stream. `play()` may reopen it later."""
+        self._cancel_idle_close()
+        async with self._lock():
+            if self._out is not None:
+                await self._drain(self._out)
+                await self._close_output()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _lock(self) -> asyncio.Lock:
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        return self._open_lock
+
+    async def _await_job(self, job: _Job, out: _Output, seconds: float) -> bool:
+        """Wait until the callback fed the whole job, then until the device has played it."""
+        budget = seconds + out.latency + self.stall_slack_seconds + self._queued_seconds(out, job)
+        try:
+            end = await asyncio.wait_for(asyncio.shield(job.fed), budget)
+        except asyncio.CancelledError:
+            if job.played.done():  # stop() cut it
+                return job.played.result()
+            raise
+        except asyncio.TimeoutError:
+            log.warning("speaker: %s stopped playing (a %.1f s clip not done after %.1f s); "
+                        "closing it", self.device.label(), seconds, budget)
+            out.dead = True
+            raise AudioDeviceError(f"output device {self.device.label()} stopped playing "
+                                   "(Audio.OutputDevice)", code="playback_stalled") from None
+        except AudioDeviceError:
+            out.dead = True
+            raise
+        if not job.played.done():
+            handle = asyncio.get_running_loop().call_at(
+                end, lambda: job.played.done() or job.played.set_result(True))
+            try:
+                return await job.played
+            finally:
+                handle.cancel()
+        return job.played.result()
+
+    async def _open_output_async(self, clip_rate: int, loop: asyncio.AbstractEventLoop) -> _Output:
+        """`_open_output` in a worker thread; the stream is kept (and so closed later) even if
+        the caller is cancelled while it opens."""
+        opening = asyncio.ensure_future(asyncio.to_thread(self._open_output, clip_rate, loop))
+        try:
+            out = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            try:
+                self._out = await asyncio.wait_for(opening, 10)
+                self._schedule_idle_close()
+            except Exception:  # noqa: BLE001 - it failed to open: nothing to keep
+                pass
+            raise
+        self._out = out
+        return out
+
+    @staticmethod
+    def _queued_seconds(out: _Output, job: _Job) -> float:
+        with out.lock:
+            ahead = 0
+            for other in out.jobs:
+                if other is job:
+                    break
+                ahead += len(other.samples) - other.pos
+        return ahead / out.stream_rate
+
+    def _open_output(self, clip_rate: int, loop: asyncio.AbstractEventLoop) -> _Output:
+        """Open and start a callback stream (worker thread), at the clip's rate if the device
+        takes it, else at the device's default rate."""
+        sd = load_sounddevice()
+        info = find_device(self._spec, "output")
+        self.device = info
+        errors = []
+        for rate in dict.fromkeys([clip_rate, int(info.default_samplerate), 48_000, 44_100]):
+            out = _Output(rate, clip_rate)
+            try:
+                sd.check_output_settings(device=info.index, channels=1, dtype="int16", samplerate=rate)
+                stream = sd.OutputStream(
+                    device=info.index, samplerate=rate, channels=1, dtype="int16",
+                    blocksize=max(1, round(rate * self.block_seconds)), latency=self.latency,
+                    callback=self._make_callback(out, loop),
+                    finished_callback=self._make_finished_callback(out, loop))
+            except (sd.PortAudioError, ValueError) as e:
+                errors.append(f"{rate} Hz: {e}")
+                if is_rate_error(e):
+                    continue  # try the next rate
+                break  # the device itself is the problem
+            try:
+                stream.start()
+            except sd.PortAudioError as e:
+                stream.close(ignore_errors=True)
+                errors.append(f"{rate} Hz: {e}")
+                continue
+            out.stream = stream
+            out.latency = float(stream.latency)
+            log.info("speaker: %s open at %d Hz (latency %.0f ms)%s", info.label(), rate,
+                     out.latency * 1000, "" if rate == clip_rate else f", clips resampled from {clip_rate} Hz")
+            return out
+        raise AudioDeviceError(
+            f"can't open output device {info.label()} (Audio.OutputDevice): " + "; ".join(errors),
+            code="device_unusable")
+
+    def _make_callback(self, out: _Output, loop: asyncio.AbstractEventLoop):
+        def callback(outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
+            now = time.monotonic()
+            if status.output_underflow:
+                self.underflows += 1
+            ahead = time_info.outputBufferDacTime - time_info.currentTime
+            if not 0.0 <= ahead < 2.0:  # the host API gave no usable timing
+                ahead = out.latency
+            filled = 0
+            finished = []
+            with out.lock:
+                while filled < frames and out.jobs:
+                    job = out.jobs[0]
+                    n = min(frames - filled, len(job.samples) - job.pos)
+                    outdata[filled:filled + n, 0] = job.samples[job.pos:job.pos + n]
+                    job.pos += n
+                    filled += n
+                    if job.pos >= len(job.samples):
+                        out.jobs.popleft()
+                        finished.append((job, now + ahead + filled / out.stream_rate))
+            outdata[filled:] = 0
+            for job, end in finished:
+                try:
+                    loop.call_soon_threadsafe(self._on_fed, job, end)
+                except RuntimeError:  # the loop is closed
+                    pass
+
+        return callback
+
+    def _make_finished_callback(self, out: _Output, loop: asyncio.AbstractEventLoop):
+        def finished() -> None:
+            try:
+                loop.call_soon_threadsafe(self._on_stream_finished, out)
+            except RuntimeError:
+                pass
+
+        return finished
+
+    def _on_fed(self, job: _Job, end: float) -> None:
+        job.end = end
+        if end > self.last_audio_end:
+            self.last_audio_end = end
+        if not job.fed.done():
+            job.fed.set_result(end)
+
+    def _on_stream_finished(self, out: _Output) -> None:
+        """The stream ended. Expected after our own stop/abort; otherwise fail its waiting jobs."""
+        out.dead = True
+        if out.stream is None:  # we closed it
+            return
+        self.last_audio_end = min(self.last_audio_end, time.monotonic())
+        with out.lock:
+            jobs, out.jobs = list(out.jobs), collections.deque()
+        log.warning("speaker: the output stream on %s stopped unexpectedly%s", self.device.label(),
+                    f"; {len(jobs)} clip(s) not played" if jobs else "")
+        for job in jobs:
+            if not job.fed.done():
+                job.fed.set_exception(AudioDeviceError(
+                    f"output device {self.device.label()} stopped (Audio.OutputDevice)",
+                    code="playback_failed"))
+
+    async def _drain(self, out: _Output) -> None:
+        """Wait (bounded) until every queued job of `out` has been heard."""
+        pending = [job.played for job in self._waiting if not job.played.done()]
+        if pending:
+            with out.lock:
+                left = sum(len(j.samples) - j.pos for j in out.jobs) / out.stream_rate
+            await asyncio.wait(pending, timeout=left + out.latency + self.stall_slack_seconds)
+        tail = self.last_audio_end + self.close_margin_seconds - time.monotonic()
+        if tail > 0:
+            await asyncio.sleep(tail)
+
+    async def _close_output(self, *, abort: bool = False) -> None:
+        """Close the current stream in a worker thread (abort = drop what is buffered)."""
+        out, self._out = self._out, None
+        if out is None:
+            return
+        stream, out.stream = out.stream, None
+        out.dead = True
+        if stream is None:
+            return
+
+        def close() -> None:
+            try:
+                stream.abort(ignore_errors=True)  # the audio we care about was heard already
+            finally:
+                stream.close(ignore_errors=True)
+
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.to_thread(close)), 5.0)
+        except asyncio.TimeoutError:
+            log.warning("speaker: closing the output stream took over 5 s; left behind")
+        except Exception as e:  # noqa: BLE001 - a broken stream may fail to close
+            log.debug("speaker: closing the output stream failed: %s", e)
+        log.debug("speaker: output stream closed%s", " (cut)" if abort else "")
+
+    def _schedule_idle_close(self) -> None:
+        if self._waiting or self._out is None:
+            return
+        self._cancel_idle_close()
+        self._idle_handle = asyncio.get_running_loop().call_later(
+            self.idle_close_seconds, self._idle_close)
+
+    def _cancel_idle_close(self) -> None:
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
+
+    def _idle_close(self) -> None:
+        self._idle_handle = None
+        if self._waiting or self._out is None:
+            return
+
+        async def close_if_idle() -> None:
+            async with self._lock():
+                if not self._waiting and self._out is not None:
+                    await self._drain(self._out)
+                    if not self._waiting:
+                        await self._close_output()
+
+        self._idle_task = asyncio.get_running_loop().create_task(close_if_idle())

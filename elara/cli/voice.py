@@ -1,0 +1,123 @@
+"""`elara run|say|transcribe|models|fsm`: the daemon and its voice parts one at a time."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from elara.settings import Settings
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register the voice commands."""
+    run = commands.add_parser("run", help="run the voice assistant in the foreground (the daemon)")
+    run.set_defaults(handler=_run, daemon=True)
+    say = commands.add_parser("say", help="speak TEXT with the configured voice")
+    say.add_argument("text", nargs="+")
+    say.add_argument("--out", type=Path, metavar="FILE.wav", help="write a WAV instead of playing")
+    say.set_defaults(handler=_say)
+    transcribe = commands.add_parser("transcribe", help="print what Whisper hears in a WAV file")
+    transcribe.add_argument("file", type=Path, metavar="FILE.wav")
+    transcribe.set_defaults(handler=_transcribe)
+    listing = commands.add_parser("models", help="list the models that resolve and check each loads")
+    listing.set_defaults(handler=_models)
+    fsm = commands.add_parser("fsm", help="print the conversation state machine")
+    fsm.add_argument("--dot", action="store_true", help="Graphviz dot instead of text")
+    fsm.set_defaults(handler=_fsm)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from elara.daemon import Daemon
+
+    return asyncio.run(Daemon(settings).run())
+
+
+def load_synthesizer(settings: Settings):
+    """The configured Piper voice, loaded."""
+    from elara.voice import models
+    from elara.voice.tts import Synthesizer
+
+    voice = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())
+    return Synthesizer(voice.path, voice.config_path,
+                       length_scale=settings.text_to_speech.length_scale)
+
+
+def _say(args: argparse.Namespace, settings: Settings) -> int:
+    from elara.audio.wav import write_wav
+
+    clip = load_synthesizer(settings).synthesize(" ".join(args.text))
+    if args.out is not None:
+        write_wav(args.out, clip)
+        print(f"wrote {clip.duration:.2f} s to {args.out}")
+        return 0
+
+    async def play() -> None:
+        from elara.audio.playback import Speaker
+
+        speaker = Speaker(settings.audio.output_device)
+        try:
+            await speaker.play(clip)
+        finally:
+            await speaker.close()
+
+    asyncio.run(play())
+    return 0
+
+
+def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
+    from elara.audio.capture import resample
+    from elara.audio.frames import SAMPLE_RATE
+    from elara.audio.wav import read_wav
+    from elara.voice import models
+    from elara.voice.stt import Transcriber, phantom_reason
+
+    clip = read_wav(args.file)
+    stt = settings.speech_to_text
+    record = models.resolve_whisper(stt.model, models.default_models_dirs())
+    transcriber = Transcriber(record.path, language=stt.language, beam_size=stt.beam_size,
+                              window_seconds=stt.window_seconds,
+                              no_speech_threshold=stt.no_speech_threshold)
+    transcript = transcriber.transcribe(resample(clip.samples, clip.sample_rate, SAMPLE_RATE))
+    reason = phantom_reason(transcript, no_speech_threshold=stt.no_speech_threshold)
+    if reason is not None:
+        print(f"elara: no speech heard in {args.file} ({reason})", file=sys.stderr)
+        return 1
+    print(transcript.text)
+    return 0
+
+
+def _models(args: argparse.Namespace, settings: Settings) -> int:
+    from elara.errors import ElaraError
+    from elara.voice import models
+
+    dirs = models.default_models_dirs()
+    selected = set()
+    failures = 0
+    try:
+        configured = [*models.resolve_wake_words(settings.wake_word.models, dirs),
+                      models.resolve_whisper(settings.speech_to_text.model, dirs),
+                      models.resolve_voice(settings.text_to_speech.voice, dirs)]
+        selected = {record.path for record in configured}
+    except ElaraError as exc:
+        print(f"✗ {exc}")
+        failures += 1
+    for record in models.available_models(dirs):
+        mark = "*" if record.path in selected else " "
+        try:
+            seconds = models.check_loads(record)
+            status = f"✓ loads in {seconds:.2f} s"
+        except ElaraError as exc:
+            status, failures = f"✗ {exc}", failures + 1
+        print(f"{mark} {record.config_key:<20} {record.name:<18} {status}  ({record.source}: {record.path})")
+    print("* = selected by the configuration")
+    return 1 if failures else 0
+
+
+def _fsm(args: argparse.Namespace, settings: Settings) -> int:
+    from elara.dialogue import Dialogue
+
+    dialogue = Dialogue.from_settings(settings.listening, settings.audio)
+    print(dialogue.to_dot() if args.dot else dialogue.describe())
+    return 0

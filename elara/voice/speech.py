@@ -1,0 +1,126 @@
+"""Speaking a streamed reply: synthesize the next sentence while the current one plays."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from typing import Callable, Protocol
+
+from elara.audio.frames import AudioClip
+
+log = logging.getLogger(__name__)
+
+_CLAUSE = re.compile(r"[,;:—–]\s")
+
+
+class Synthesizer(Protocol):
+    """Text in, audio out (Piper); blocking."""
+
+    def synthesize(self, text: str) -> AudioClip:
+        """The spoken text."""
+
+
+class Player(Protocol):
+    """Plays clips and can be cut off."""
+
+    async def play(self, clip: AudioClip) -> object:
+        """Return once the clip has been heard."""
+
+    async def stop(self) -> None:
+        """Cut playback now."""
+
+
+def first_chunk(sentence: str, words: int) -> tuple[str, str]:
+    """Split a long first sentence at a clause after about `words` words, so audio starts sooner."""
+    if words <= 0 or len(sentence.split()) <= 2 * words:
+        return sentence, ""
+    for match in _CLAUSE.finditer(sentence):
+        if len(sentence[:match.start()].split()) >= words:
+            return sentence[:match.end()].strip(), sentence[match.end():].strip()
+    return sentence, ""
+
+
+class SpeechSink:
+    """A SentenceSink that speaks: `say` queues text and returns at once; a synthesis task and
+    a playback task run behind it, so sentence n+1 is synthesized while sentence n plays."""
+
+    def __init__(self, synthesizer: Synthesizer, player: Player, *, first_chunk_words: int = 0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._synthesizer = synthesizer
+        self._player = player
+        self._first_chunk_words = first_chunk_words
+        self._monotonic = monotonic
+        self._texts: asyncio.Queue[str | None] = asyncio.Queue()
+        self._clips: asyncio.Queue[AudioClip | None] = asyncio.Queue()
+        self._tasks: list[asyncio.Task] = []
+        self._first_in_reply = True
+        #: monotonic time the current reply's first clip started playing (None before)
+        self.first_audio_at: float | None = None
+        #: called once per reply when its first audio starts
+        self.on_first_audio: Callable[[], None] | None = None
+
+    async def say(self, sentence: str) -> None:
+        """Queue a sentence to be spoken; never waits for the audio."""
+        self._ensure_running()
+        if self._first_in_reply:
+            self._first_in_reply = False
+            head, rest = first_chunk(sentence, self._first_chunk_words)
+            await self._texts.put(head)
+            if rest:
+                await self._texts.put(rest)
+            return
+        await self._texts.put(sentence)
+
+    async def finish(self) -> None:
+        """Wait until everything queued has been heard, then get ready for the next reply."""
+        if self._tasks:
+            await self._texts.put(None)
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._reset()
+
+    async def stop(self) -> None:
+        """Drop what is queued and cut the audio now (barge-in, shutdown)."""
+        for task in self._tasks:
+            task.cancel()
+        await self._player.stop()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._tasks = []
+        self._texts = asyncio.Queue()
+        self._clips = asyncio.Queue()
+        self._first_in_reply = True
+
+    def _ensure_running(self) -> None:
+        if not self._tasks:
+            self.first_audio_at = None
+            self._tasks = [asyncio.create_task(self._synthesize_all(), name="tts"),
+                           asyncio.create_task(self._play_all(), name="playback")]
+
+    async def _synthesize_all(self) -> None:
+        try:
+            while (text := await self._texts.get()) is not None:
+                try:
+                    clip = await asyncio.to_thread(self._synthesizer.synthesize, text)
+                except Exception:  # a sentence Piper can't say must not silence the rest
+                    log.exception("text-to-speech failed for a sentence; skipping it")
+                    continue
+                if len(clip.samples):
+                    await self._clips.put(clip)
+        finally:
+            self._clips.put_nowait(None)
+
+    async def _play_all(self) -> None:
+        while (clip := await self._clips.get()) is not None:
+            if self.first_audio_at is None:
+                self.first_audio_at = self._monotonic()
+                if self.on_first_audio is not None:
+                    self.on_first_audio()
+            try:
+                await self._player.play(clip)
+            except Exception:
+                log.exception("playback failed; dropping the rest of the reply's audio")
+                return

@@ -1,0 +1,271 @@
+"""Speech to text with Whisper (faster-whisper / CTranslate2), and the phantom-text filter.
+
+Whisper's encoder is built for 30 s windows and pads every input to 30 s, which is most of the cost
+of a short utterance. For an utterance shorter than `window_seconds` the Transcriber encodes only
+that much (CTranslate2 accepts shorter inputs) and decodes once, greedily, without timestamps:
+≈0.08 s instead of ≈0.3 s for a 2 s question with tiny.en on 2 cores, with the same words on the
+clips tried. A short window makes the model more prone to loop (". . . ." on noise); a decode is
+capped at a length that fits the audio, and a repetitive result from clear speech is decoded
+again with the full 30 s window.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import unicodedata
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from elara.audio.frames import SAMPLE_RATE
+from elara.voice.models import SPEECH_TO_TEXT_KEY, ModelLoadError, ModelNotFoundError
+
+log = logging.getLogger(__name__)
+
+FULL_WINDOW_SECONDS = 30.0
+_FRAMES_PER_SECOND = 100  # Whisper's mel frames (10 ms hop)
+_TOKENS_PER_SECOND = 8  # generous: speech runs at ≈3 words (≈4 tokens) a second
+_MIN_NEW_TOKENS = 12
+_REPETITIVE_RATIO = 2.4  # Whisper's own compression-ratio threshold
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What Whisper heard, how sure it was, and what it cost."""
+
+    text: str
+    no_speech_prob: float  # Whisper's probability that the window holds no speech
+    avg_logprob: float  # mean log-probability of the decoded tokens (0 = certain)
+    audio_seconds: float  # length of the audio given
+    seconds: float  # compute time
+
+
+class Transcriber:
+    """A loaded Whisper model. `transcribe` blocks (the daemon runs it in a worker thread)."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        language: str | None = "en",
+        beam_size: int = 1,
+        window_seconds: float = 10.0,
+        no_speech_threshold: float = 0.6,
+        cpu_threads: int = 0,
+    ) -> None:
+        model_dir = Path(model_dir)
+        if not (model_dir / "model.bin").is_file():
+            raise ModelNotFoundError(
+                f"{SPEECH_TO_TEXT_KEY}: {model_dir} is not a CTranslate2 Whisper directory (no model.bin)"
+            )
+        from faster_whisper import WhisperModel
+        from faster_whisper.tokenizer import Tokenizer
+
+        started = time.perf_counter()
+        try:
+            self._model = WhisperModel(
+                str(model_dir),
+                device="cpu",
+                compute_type="int8",
+                cpu_threads=cpu_threads,
+                local_files_only=True,
+            )
+        except Exception as exc:
+            raise ModelLoadError(f"{SPEECH_TO_TEXT_KEY}: {model_dir} does not load: {exc}") from exc
+        #: Seconds it took to load the model.
+        self.load_seconds = time.perf_counter() - started
+        self.model_dir = model_dir
+        self.multilingual = bool(self._model.model.is_multilingual)
+        if not self.multilingual and language not in (None, "en"):
+            log.warning("%s is English-only; ignoring language %r", model_dir.name, language)
+        self.language = language if self.multilingual else "en"
+        self.beam_size = int(beam_size)
+        self.window_seconds = float(min(max(window_seconds, 1.0), FULL_WINDOW_SECONDS))
+        self.no_speech_threshold = float(no_speech_threshold)
+        self._tokenizer_class = Tokenizer
+        self._tokenizers: dict[str | None, object] = {}
+
+    # -----------------------------------------------------------------------------------------
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        """Transcribe 16 kHz mono audio (int16, or float in -1..1)."""
+        started = time.perf_counter()
+        audio = np.asarray(samples).reshape(-1)
+        if audio.dtype.kind in "iu":
+            audio = audio.astype(np.float32) / 32768.0
+        else:
+            audio = audio.astype(np.float32)
+        seconds = len(audio) / SAMPLE_RATE
+        if seconds <= self.window_seconds:
+            parts = [self._decode(audio, self.window_seconds)]
+        else:
+            step = int(FULL_WINDOW_SECONDS * SAMPLE_RATE)
+            parts = [self._decode(audio[i : i + step], FULL_WINDOW_SECONDS) for i in range(0, len(audio), step)]
+        if len(parts) > 1:  # drop silent pieces of a long recording
+            kept = [p for p in parts if phantom_reason(_as_transcript(p), no_speech_threshold=self.no_speech_threshold) is None]
+            parts = kept or parts[:1]
+        text = " ".join(p[0] for p in parts if p[0]).strip()
+        return Transcript(
+            text=text,
+            no_speech_prob=float(min(p[1] for p in parts)),
+            avg_logprob=float(np.mean([p[2] for p in parts])),
+            audio_seconds=seconds,
+            seconds=time.perf_counter() - started,
+        )
+
+    def phantom_reason(self, transcript: Transcript) -> str | None:
+        """`phantom_reason` with this transcriber's no-speech threshold."""
+        return phantom_reason(transcript, no_speech_threshold=self.no_speech_threshold)
+
+    # -----------------------------------------------------------------------------------------
+
+    def _tokenizer(self, language: str | None):
+        if language not in self._tokenizers:
+            self._tokenizers[language] = self._tokenizer_class(
+                self._model.hf_tokenizer, self.multilingual, task="transcribe", language=language
+            )
+        return self._tokenizers[language]
+
+    def _decode(self, audio: np.ndarray, window: float) -> tuple[str, float, float]:
+        """One window: (text, no_speech_prob, avg_logprob); retries a looping short window at 30 s."""
+        text, no_speech, logprob, looped = self._decode_window(audio, window)
+        if looped and window < FULL_WINDOW_SECONDS and no_speech < self.no_speech_threshold:
+            log.debug("short window looped (%r); decoding again with %.0f s", text[:40], FULL_WINDOW_SECONDS)
+            text, no_speech, logprob, _ = self._decode_window(audio, FULL_WINDOW_SECONDS)
+        return text, no_speech, logprob
+
+    def _decode_window(self, audio: np.ndarray, window: float) -> tuple[str, float, float, bool]:
+        model = self._model
+        frames = int(round(window * _FRAMES_PER_SECOND))
+        features = model.feature_extractor(audio)[:, :frames]
+        if features.shape[1] < frames:
+            features = np.pad(features, ((0, 0), (0, frames - features.shape[1])))
+        encoded = model.encode(features)
+
+        language = self.language
+        if language is None and self.multilingual:
+            language = model.model.detect_language(encoded)[0][0][0][2:-2]
+        tokenizer = self._tokenizer(language or "en")
+        prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        new_tokens = _MIN_NEW_TOKENS + int(len(audio) / SAMPLE_RATE * _TOKENS_PER_SECOND)
+        max_length = min(len(prompt) + new_tokens, model.max_length)
+        result = model.model.generate(
+            encoded,
+            [prompt],
+            beam_size=self.beam_size,
+            length_penalty=1.0,
+            max_length=max_length,
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+            suppress_tokens=[-1],
+        )[0]
+        tokens = result.sequences_ids[0]
+        # CTranslate2 returns the length-normalised score; recover faster-whisper's avg_logprob.
+        logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
+        text = tokenizer.decode(tokens).strip()
+        looped = len(prompt) + len(tokens) >= max_length or compression_ratio(text) > _REPETITIVE_RATIO
+        return text, float(result.no_speech_prob), float(logprob), looped
+
+
+def _as_transcript(part: tuple[str, float, float]) -> Transcript:
+    return Transcript(part[0], part[1], part[2], 0.0, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# phantom filter
+
+#: Whole transcripts Whisper invents on silence and noise (subtitle credits, video outros):
+#: nobody says these to a voice assistant, so they are rejected however sure Whisper is.
+KNOWN_PHANTOMS = frozenset(
+    {
+        "you",
+        "thanks for watching",
+        "thank you for watching",
+        "thanks for watching and see you next time",
+        "thank you for watching and see you next time",
+        "thank you so much for watching",
+        "please subscribe",
+        "please subscribe to my channel",
+        "subscribe to my channel",
+        "like and subscribe",
+        "dont forget to like and subscribe",
+        "see you in the next video",
+        "see you next time",
+        "subtitles by the amaraorg community",
+        "subtitles by",
+        "captions by",
+        "transcription by",
+        "transcribed by",
+        "translated by",
+        "i'll see you next time",
+        "ill see you next time",
+        "blank audio",
+        "silence",
+        "music",
+        "applause",
+        "laughter",
+        "www",
+    }
+)
+
+#: Short phrases that are Whisper's favourite inventions but can also be meant ("Thank you."):
+#: rejected only when Whisper had some doubt that there was speech at all.
+WEAK_PHANTOMS = frozenset(
+    {"thank you", "thank you very much", "thank you so much", "thanks", "bye", "bye bye", "so", "the", "a", "i", "oh", "okay then"}
+)
+
+#: Hesitation sounds: never a request.
+FILLERS = frozenset({"um", "uh", "hmm", "hm", "mm", "mhm", "mmm", "ah", "er", "erm", "uh huh", "huh"})
+
+_ANNOTATION = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|♪[^♪]*♪|[♪♫]")
+_NOT_WORD = re.compile(r"[^\w' ]+")
+
+
+def normalize_text(text: str) -> str:
+    """Lower case, punctuation gone, whitespace collapsed: "Thanks for watching!" → "thanks for watching"."""
+    text = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
+    text = _NOT_WORD.sub(" ", text)
+    return " ".join(text.replace("_", " ").split())
+
+
+def compression_ratio(text: str) -> float:
+    """Whisper's repetition measure: text length over its zlib-compressed length."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def phantom_reason(transcript: Transcript, *, no_speech_threshold: float = 0.6) -> str | None:
+    """Why `transcript` is probably not something the user said, or None when it looks real.
+
+    Rejected: empty text; text without a letter or digit ("...", "♪"); sound annotations only
+    ("[BLANK_AUDIO]", "(music)"); known subtitle phantoms ("Thanks for watching!", "you");
+    Whisper's own no-speech verdict (no_speech_prob above the threshold with a low log-probability,
+    or far above it); fillers ("Um."); weak phantoms ("Thank you.") when there is doubt; and
+    looping text. Short real answers such as "Yes." or "Stop." pass.
+    """
+    text = transcript.text.strip()
+    if not text:
+        return "empty transcript"
+    spoken = _ANNOTATION.sub(" ", text)
+    if not any(ch.isalnum() for ch in spoken):
+        if any(ch.isalnum() for ch in text):
+            return f"only a sound annotation ({text!r})"
+        return f"no words ({text!r})"
+    norm = normalize_text(spoken)
+    if norm in KNOWN_PHANTOMS:
+        return f"known phantom phrase ({text!r})"
+    nsp, logprob = transcript.no_speech_prob, transcript.avg_logprob
+    if nsp > no_speech_threshold and (logprob < -1.0 or nsp > (1.0 + no_speech_threshold) / 2):
+        return f"no speech (no_speech_prob {nsp:.2f}, avg_logprob {logprob:.2f}) for {text!r}"
+    if norm in FILLERS:
+        return f"only a filler ({text!r})"
+    if norm in WEAK_PHANTOMS and (nsp > no_speech_threshold / 2 or logprob < -0.7):
+        return f"likely phantom ({text!r}, no_speech_prob {nsp:.2f}, avg_logprob {logprob:.2f})"
+    if len(text) > 12 and compression_ratio(text) > _REPETITIVE_RATIO:
+        return f"repetitive text ({text[:40]!r}…)"
+    return None

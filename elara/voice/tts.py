@@ -1,0 +1,111 @@
+"""Text-to-speech with Piper: speakable text in, one mono int16 clip at the voice's rate out."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from elara.audio.frames import AudioClip
+from elara.voice.models import ModelLoadError, ModelNotFoundError
+
+_URL = re.compile(r"(?:https?|ftp)://[^\s<>()\[\]]+|\bwww\.[^\s<>()\[\]]+", re.IGNORECASE)
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
+_AUTO_LINK = re.compile(r"<((?:https?|ftp)://[^>]+)>", re.IGNORECASE)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s*(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^\s*(?:[-*+•‣◦▪–]|\d{1,3}[.)])\s+(.*)$")
+_QUOTE = re.compile(r"^\s*(?:>\s?)+")
+_RULE = re.compile(r"^\s*(?:[-*_]\s*){3,}$")
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# Emphasis and code markers; an underscore only when it is not inside a word (snake_case stays).
+_SYMBOLS = re.compile(r"[*`#~]+|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])")
+_ENDS_SENTENCE = re.compile(r"[.!?;:,…]$")
+
+
+def _link(match: re.Match[str]) -> str:
+    """A URL → "a link", keeping punctuation that ended the sentence rather than the URL."""
+    url = match.group(0)
+    trailing = url[len(url.rstrip(".,;:!?'\"")) :]
+    return "a link" + trailing
+
+
+def speakable(text: str) -> str:
+    """Text fit to be spoken: markdown symbols, bullets and headings gone, URLs said as "a link".
+
+    A heading or list item becomes its own sentence (a full stop is added when it has no
+    punctuation), other line breaks and runs of whitespace become one space.
+    """
+    text = _MD_LINK.sub(lambda m: m.group(1) if m.group(1).strip() else "a link", text)
+    text = _AUTO_LINK.sub("a link", text)
+    text = _URL.sub(_link, text)
+    pieces: list[str] = []
+    for raw in text.splitlines():
+        if _FENCE.match(raw) or _RULE.match(raw) or _TABLE_RULE.match(raw):
+            continue
+        line = _QUOTE.sub("", raw)
+        standalone = False
+        for pattern in (_HEADING, _BULLET):
+            match = pattern.match(line)
+            if match:
+                line, standalone = match.group(1), True
+                break
+        if "|" in line:  # a table row: cells read as a list
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            line, standalone = ", ".join(c for c in cells if c), True
+        line = _SYMBOLS.sub("", line)
+        line = " ".join(line.split())
+        if not line:
+            continue
+        if standalone and not _ENDS_SENTENCE.search(line):
+            line += "."
+        pieces.append(line)
+    spoken = " ".join(pieces)
+    spoken = _SPACE_BEFORE_PUNCT.sub(r"\1", spoken)
+    # Nothing speakable if there is not a single letter or digit left.
+    return spoken if any(ch.isalnum() for ch in spoken) else ""
+
+
+class Synthesizer:
+    """A loaded Piper voice. `synthesize` blocks (the daemon runs it in a worker thread)."""
+
+    def __init__(self, model_path: Path, config_path: Path, *, length_scale: float = 1.0) -> None:
+        model_path, config_path = Path(model_path), Path(config_path)
+        for path in (model_path, config_path):
+            if not path.is_file():
+                raise ModelNotFoundError(
+                    f"TextToSpeech.Voice: {path} does not exist (a Piper voice needs the .onnx "
+                    "model and its .onnx.json config side by side)"
+                )
+        from piper import PiperVoice, SynthesisConfig
+
+        started = time.perf_counter()
+        try:
+            self._voice = PiperVoice.load(model_path, config_path=config_path)
+        except Exception as exc:  # a damaged model or config
+            raise ModelLoadError(
+                f"TextToSpeech.Voice: {model_path} does not load: {type(exc).__name__}: {exc}"
+            ) from exc
+        #: Seconds it took to load the voice.
+        self.load_seconds = time.perf_counter() - started
+        self._config = SynthesisConfig(length_scale=length_scale * self._voice.config.length_scale)
+        self.model_path = model_path
+        self.length_scale = length_scale
+
+    @property
+    def sample_rate(self) -> int:
+        """The voice's native rate in Hz (22 050 for en_US-joe-medium)."""
+        return int(self._voice.config.sample_rate)
+
+    def synthesize(self, text: str) -> AudioClip:
+        """Speak `text` (cleaned by `speakable` first); an empty clip when nothing is left."""
+        spoken = speakable(text)
+        chunks: list[np.ndarray] = []
+        if spoken:
+            for chunk in self._voice.synthesize(spoken, syn_config=self._config):
+                chunks.append(chunk.audio_int16_array.reshape(-1))
+        samples = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int16)
+        return AudioClip(samples=samples.astype(np.int16, copy=False), sample_rate=self.sample_rate)

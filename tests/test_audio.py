@@ -1,0 +1,505 @@
+"""Microphone, speaker and device lookup on the real PortAudio path, against a virtual sound card.
+
+Audio goes through PortAudio → ALSA's pulse plugin → a private PulseAudio daemon (tests/pulse.py):
+clips played into the fake mic with `paplay` arrive bit-exact, and what the speaker plays is
+recorded with `parecord`. Recordings start at an unknown moment, so audio is found by searching
+for it. Every wait is bounded; nothing asserts on timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from elara.audio.capture import Microphone, Resampler, resample
+from elara.audio.devices import AudioDeviceError, find_device, list_devices
+from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip
+from elara.audio.playback import Speaker, as_mono_int16
+from pulse import VirtualSoundCard, best_offset, find_exact, read_wav, write_wav
+
+TESTS = Path(__file__).parent
+
+
+def run(coro, timeout: float = 30.0):
+    """Run a coroutine on a fresh loop, bounded."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def noise(seconds: float, rate: int = SAMPLE_RATE, seed: int = 0, level: float = 3000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.clip(rng.standard_normal(round(seconds * rate)) * level, -32768, 32767).astype(np.int16)
+
+
+def sine(freq: float, seconds: float, rate: int, amplitude: float = 10_000, phase: float = 0.3):
+    t = np.arange(round(seconds * rate)) / rate
+    return amplitude * np.sin(2 * np.pi * freq * t + phase)
+
+
+@pytest.fixture(scope="session")
+def speech(tmp_path_factory) -> tuple[np.ndarray, np.ndarray]:
+    """"hello there" from espeak-ng: (22 050 Hz original, 16 kHz version made by sox)."""
+    d = tmp_path_factory.mktemp("speech")
+    subprocess.run(["espeak-ng", "-w", str(d / "raw.wav"), "hello there"], check=True, timeout=30)
+    subprocess.run(["sox", str(d / "raw.wav"), "-r", "16000", "-c", "1", "-b", "16", str(d / "16k.wav")],
+                   check=True, timeout=30)
+    raw, raw_rate = read_wav(d / "raw.wav")
+    clip, rate = read_wav(d / "16k.wav")
+    assert (raw_rate, rate) == (22_050, SAMPLE_RATE)
+    return raw, clip
+
+
+# -- resampler (pure) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rates", [(48_000, 16_000), (44_100, 16_000), (22_050, 16_000),
+                                   (8_000, 16_000), (16_000, 48_000)])
+def test_resampler_output_is_the_ideal_signal_at_the_new_rate(rates):
+    src, dst = rates
+    x = sine(440, 1.0, src).astype(np.int16)
+    y = resample(x, src, dst)
+    assert y.dtype == np.int16 and len(y) == dst
+    ideal = sine(440, 1.0, dst)
+    edge = 100  # the ends see the silence outside the clip
+    assert np.abs(y[edge:-edge] - ideal[edge:-edge]).max() <= 3  # within a few LSB of ±10 000
+
+
+@pytest.mark.parametrize("rates", [(48_000, 16_000), (44_100, 16_000), (16_000, 22_050)])
+def test_resampler_block_by_block_equals_all_at_once(rates):
+    src, dst = rates
+    x = noise(0.7, src, seed=3)
+    whole = resample(x, src, dst)
+    r = Resampler(src, dst)
+    rng = np.random.default_rng(1)
+    parts, i = [], 0
+    while i < len(x):
+        n = int(rng.integers(0, 3000))
+        parts.append(r.process(x[i:i + n]))
+        i += n
+    parts.append(r.flush())
+    streamed = np.concatenate(parts)[:len(whole)]
+    assert np.array_equal(streamed, whole)
+
+
+def test_resampler_removes_what_the_new_rate_cannot_hold():
+    # 20 kHz at 48 kHz would alias to 4 kHz at 16 kHz; the low-pass must remove it
+    x = sine(20_000, 1.0, 48_000).astype(np.int16)
+    y = resample(x, 48_000, 16_000)
+    assert np.sqrt(np.mean(y[100:-100].astype(float) ** 2)) < 10  # from an RMS of ~7 000
+
+
+def test_resample_same_rate_and_empty():
+    x = noise(0.1)
+    assert np.array_equal(resample(x, 16_000, 16_000), x)
+    assert len(resample(np.zeros(0, np.int16), 48_000, 16_000)) == 0
+    with pytest.raises(ValueError):
+        Resampler(0, 16_000)
+
+
+def test_as_mono_int16():
+    x = noise(0.01)
+    assert as_mono_int16(x) is x
+    assert np.array_equal(as_mono_int16(x.reshape(-1, 1)), x)
+    assert np.array_equal(as_mono_int16(np.array([0.0, 1.0, -1.0, 2.0])), [0, 32767, -32767, 32767])
+    with pytest.raises(ValueError):
+        as_mono_int16(np.zeros((10, 2), np.int16))
+
+
+# -- devices -----------------------------------------------------------------------------------
+
+
+def test_devices_by_name_by_index_and_default(sound_card):
+    inputs = list_devices("input")
+    names = [d.name for d in inputs]
+    assert "pulse" in names and "default" in names
+    pulse = find_device("pulse", "input")
+    assert pulse.name == "pulse" and pulse.max_input_channels > 0
+    assert find_device(pulse.index, "input") == pulse
+    assert find_device(str(pulse.index), "input") == pulse  # an index given as text (environment)
+    assert find_device("PULSE", "output").name == "pulse"  # case-insensitive
+    assert find_device("defau", "input").name == "default"  # a unique part of the name
+    assert find_device(None, "input").max_input_channels > 0
+    assert find_device(None, "output").max_output_channels > 0
+
+
+def test_a_missing_device_says_what_exists_and_what_to_set(sound_card):
+    with pytest.raises(AudioDeviceError) as e:
+        find_device("USB Mic 3000", "input")
+    err = e.value
+    assert err.exit_status == 69 and err.code == "device_missing"
+    assert 'no input device matches "USB Mic 3000"' in err.message
+    assert '"pulse"' in err.message and '"default"' in err.message
+    assert "Audio.InputDevice" in err.message
+
+    with pytest.raises(AudioDeviceError) as e:
+        find_device(99, "output")
+    assert "index 99" in e.value.message and "Audio.OutputDevice" in e.value.message
+    assert "output devices:" in e.value.message
+
+    with pytest.raises(AudioDeviceError, match="Audio.InputDevice"):
+        Microphone("USB Mic 3000")
+    with pytest.raises(AudioDeviceError, match="Audio.OutputDevice"):
+        Speaker("HDMI 7")
+    with pytest.raises(AudioDeviceError, match="must be a device name"):
+        find_device(1.5, "input")  # type: ignore[arg-type]
+
+
+def test_without_a_sound_server_the_error_says_there_are_no_devices(tmp_path):
+    code = ("from elara.audio.devices import find_device\n"
+            "try:\n    find_device(None, 'input')\n"
+            "except Exception as e:\n    print(type(e).__name__, e.exit_status, e)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSE_")}
+    env.update(PULSE_SERVER=f"unix:{tmp_path}/nothing.sock", HOME=str(tmp_path),
+               XDG_RUNTIME_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=30).stdout
+    assert out.startswith("AudioDeviceError 69 there is no default input device")
+    assert "PortAudio sees no input devices" in out and "Audio.InputDevice" in out
+
+
+# -- microphone --------------------------------------------------------------------------------
+
+
+async def capture_until_found(mic: Microphone, wav: Path, card: VirtualSoundCard, match,
+                              timeout: float = 10.0) -> tuple[list, object]:
+    """Collect frames while `wav` is played into the mic, until `match(samples)` finds it."""
+    frames = []
+
+    async def collect():
+        async for frame in mic.frames():
+            frames.append(frame)
+
+    task = asyncio.create_task(collect())
+    try:
+        while not frames:  # the stream delivers before we play
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(card.play_into_mic, wav)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = match(np.concatenate([f.samples for f in frames]))
+            if found is not None or time.monotonic() > deadline:
+                return frames, found
+            await asyncio.sleep(0.1)
+    finally:
+        task.cancel()
+
+
+def test_microphone_delivers_80_ms_frames_that_hold_the_played_clip_bit_exact(sound_card, speech, tmp_path):
+    clip = speech[1]
+    wav = write_wav(tmp_path / "hello.wav", clip)
+
+    async def main():
+        async with Microphone("pulse") as mic:
+            assert mic.is_open and mic.device_rate == SAMPLE_RATE
+            frames, offset = await capture_until_found(mic, wav, sound_card, lambda s: find_exact(s, clip))
+        assert not mic.is_open
+        return mic, frames, offset
+
+    mic, frames, offset = run(main())
+    assert offset is not None, "the played clip is not in the captured audio"
+    assert all(f.samples.shape == (FRAME_SAMPLES,) and f.samples.dtype == np.int16 for f in frames)
+    times = [f.captured_at for f in frames]
+    assert times == sorted(times) and times[-1] <= time.monotonic()
+    assert mic.dropped_frames == 0
+
+
+def test_microphone_opened_at_48_khz_still_gives_16_khz_frames(sound_card, speech, tmp_path):
+    clip = speech[1]
+    wav = write_wav(tmp_path / "hello.wav", clip)
+
+    def match(samples):
+        if len(samples) < len(clip):
+            return None
+        offset, score = best_offset(samples, clip)
+        return (offset, score) if score > 0.97 else None
+
+    async def main():
+        async with Microphone(None, device_rate=48_000) as mic:
+            assert mic.device_rate == 48_000
+            return await capture_until_found(mic, wav, sound_card, match)
+
+    frames, found = run(main())
+    # PulseAudio resamples 16 → 48 kHz and we resample back: close, not bit-exact
+    assert found is not None, "the clip did not come through the 48 kHz path"
+    assert all(f.samples.shape == (FRAME_SAMPLES,) for f in frames)
+
+
+def test_microphone_drops_the_oldest_frames_when_the_consumer_lags(sound_card):
+    async def main():
+        async with Microphone(None, max_queued_frames=3) as mic:
+            deadline = time.monotonic() + 10
+            while mic.dropped_frames < 5 and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)  # nobody reads frames()
+            dropped = mic.dropped_frames
+            queued = []
+            async for frame in mic.frames():
+                queued.append(frame)
+                if len(queued) == 4:
+                    break
+        return dropped, queued
+
+    dropped, queued = run(main())
+    assert dropped >= 5
+    # the three kept are the newest: consecutive, then the next live frame follows them
+    times = [f.captured_at for f in queued]
+    assert times == sorted(times)
+
+
+def test_microphone_counts_overflows_and_warns_rate_limited(sound_card, caplog):
+    # PulseAudio buffers seconds of capture, so a real overflow can't be forced here; feed the
+    # stream's own callback the flag PortAudio sets.
+    import sounddevice as sd
+
+    async def main():
+        async with Microphone(None) as mic:
+            callback = mic._make_callback(mic._generation)
+            block = np.zeros((FRAME_SAMPLES, 1), np.int16)
+            for _ in range(3):
+                callback(block, FRAME_SAMPLES, None, sd.CallbackFlags(sd._lib.paInputOverflow))
+            deadline = time.monotonic() + 5
+            while mic.overflows < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            return mic.overflows
+
+    with caplog.at_level(logging.WARNING, logger="elara.audio.capture"):
+        assert run(main()) == 3
+    warnings = [r for r in caplog.records if "input overflow" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_frames_ends_when_the_microphone_stops(sound_card):
+    async def main():
+        mic = Microphone(None)
+        await mic.start()
+        got = []
+
+        async def consume():
+            async for frame in mic.frames():
+                got.append(frame)
+
+        task = asyncio.create_task(consume())
+        while not got:
+            await asyncio.sleep(0.02)
+        await mic.stop()
+        await asyncio.wait_for(task, 5)
+        return got
+
+    assert run(main())
+
+
+# -- speaker -----------------------------------------------------------------------------------
+
+
+def test_speaker_play_returns_after_the_whole_clip_was_heard(sound_card, speech):
+    clip = speech[1]
+
+    async def main():
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        speaker = Speaker("pulse")
+        assert not speaker.speaking
+        played = await speaker.play(AudioClip(clip, SAMPLE_RATE))
+        assert speaker.is_open
+        await speaker.stop()  # aborts the stream: anything not yet heard would be cut
+        return played, await asyncio.to_thread(rec.samples), speaker
+
+    played, recorded, speaker = run(main())
+    assert played is True
+    assert find_exact(recorded, clip) is not None, "the clip was cut or changed"
+    assert not speaker.speaking and speaker.last_audio_end <= time.monotonic()
+
+
+def test_speaker_queued_clips_play_back_to_back_and_share_one_stream(sound_card):
+    clips = [noise(0.3, seed=s) for s in (1, 2, 3)]
+
+    async def main():
+        speaker = Speaker(None)
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        # a reply's sentences handed over before the previous one ends: gapless
+        results = await asyncio.gather(*(speaker.play(AudioClip(c, SAMPLE_RATE)) for c in clips))
+        first_stream = speaker._out
+        # one after another: the stream stays open between them
+        for c in clips:
+            assert await speaker.play(AudioClip(c, SAMPLE_RATE))
+            assert speaker._out is first_stream
+        await speaker.close()
+        return results, await asyncio.to_thread(rec.samples), speaker
+
+    results, recorded, speaker = run(main())
+    assert results == [True, True, True]
+    joined = np.concatenate(clips)
+    assert find_exact(recorded, joined) is not None, "queued clips were not played back to back"
+    first = find_exact(recorded, joined)
+    for c in clips:  # and again, each whole, after the joined run
+        assert find_exact(recorded[first + len(joined):], c) is not None
+    assert not speaker.is_open
+
+
+def test_speaker_stop_cuts_playback_and_the_pending_play_returns(sound_card):
+    long_clip = noise(4.0, seed=7)
+
+    async def main():
+        speaker = Speaker(None)
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        task = asyncio.create_task(speaker.play(AudioClip(long_clip, SAMPLE_RATE)))
+        deadline = time.monotonic() + 5
+        while not (speaker.speaking and speaker.is_open) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert speaker.speaking
+        await asyncio.sleep(0.3)
+        await speaker.stop()
+        played = await asyncio.wait_for(task, 2)  # returns at once, well before the 4 s clip ends
+        assert not speaker.speaking and not speaker.is_open
+        await asyncio.sleep(0.3)
+        return played, await asyncio.to_thread(rec.samples)
+
+    played, recorded = run(main())
+    assert played is False
+    assert find_exact(recorded, long_clip[:800]) is not None  # it did start
+    assert find_exact(recorded, long_clip[-16_000:]) is None  # the last second never played
+
+
+def test_speaker_reopens_for_another_rate_and_closes_when_idle(sound_card, speech):
+    raw, clip16 = speech  # 22 050 Hz espeak output, and 16 kHz
+
+    async def main():
+        speaker = Speaker(None, idle_close_seconds=0.3)
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        assert await speaker.play(AudioClip(clip16, SAMPLE_RATE))
+        assert speaker._out.stream_rate == SAMPLE_RATE
+        assert await speaker.play(AudioClip(raw, 22_050))
+        assert speaker._out.stream_rate == 22_050
+        deadline = time.monotonic() + 5
+        while speaker.is_open and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return speaker, await asyncio.to_thread(rec.samples)
+
+    speaker, recorded = run(main())
+    assert not speaker.is_open, "the stream stayed open while idle"
+    assert find_exact(recorded, clip16) is not None
+    # PulseAudio resampled the 22 050 Hz clip into the 16 kHz sink
+    offset, score = best_offset(recorded, resample(raw, 22_050, SAMPLE_RATE))
+    assert score > 0.97
+
+
+def test_cancelling_play_takes_the_rest_of_the_clip_off(sound_card):
+    long_clip = noise(3.0, seed=8)
+
+    async def main():
+        speaker = Speaker(None, idle_close_seconds=0.2)
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        task = asyncio.create_task(speaker.play(AudioClip(long_clip, SAMPLE_RATE)))
+        deadline = time.monotonic() + 5
+        while not speaker.is_open and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        deadline = time.monotonic() + 5
+        while speaker.is_open and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not speaker.is_open and not speaker.speaking
+        return await asyncio.to_thread(rec.samples)
+
+    recorded = run(main())
+    assert find_exact(recorded, long_clip[:800]) is not None
+    assert find_exact(recorded, long_clip[-16_000:]) is None
+
+
+# -- the harness itself, and recovery -----------------------------------------------------------
+
+
+def test_a_subprocess_with_the_card_env_sees_its_devices(sound_card):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSE_")}
+    env.update(sound_card.env)
+    code = ("from elara.audio.devices import find_device\n"
+            "print(find_device(None, 'input').name, find_device('pulse', 'output').name)")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["default", "pulse"], done.stderr
+
+
+def test_the_harness_runs_standalone_and_stops_on_sigterm():
+    process = subprocess.Popen([sys.executable, str(TESTS / "pulse.py")], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [process.stdout.readline() for _ in range(4)]
+        env = dict(line.removeprefix("export ").strip().split("=", 1) for line in lines[:3])
+        assert set(env) == {"PULSE_SERVER", "PULSE_SINK", "PULSE_SOURCE"}
+        socket = Path(env["PULSE_SERVER"].removeprefix("unix:"))
+        assert socket.exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(15) == 0
+        assert not socket.parent.exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+def test_microphone_comes_back_after_the_sound_server_restarts(sound_card, speech, tmp_path, caplog):
+    clip = speech[1]
+    wav = write_wav(tmp_path / "hello.wav", clip)
+
+    async def main():
+        async with Microphone(None, stall_seconds=1.0, retry_initial_seconds=0.2) as mic:
+            frames = []
+
+            async def collect():
+                async for frame in mic.frames():
+                    frames.append(frame)
+
+            task = asyncio.create_task(collect())
+            while not frames:
+                await asyncio.sleep(0.02)
+            await asyncio.to_thread(sound_card.restart)  # the device goes away and comes back
+            deadline = time.monotonic() + 15
+            while mic.reopens == 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert mic.reopens >= 1 and mic.is_open
+            before = len(frames)
+            await asyncio.to_thread(sound_card.play_into_mic, wav)
+            deadline = time.monotonic() + 10
+            found = None
+            while found is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                found = find_exact(np.concatenate([f.samples for f in frames[before:]] or [[]]), clip)
+            task.cancel()
+            return found
+
+    with caplog.at_level(logging.WARNING, logger="elara.audio.capture"):
+        found = run(main())
+    assert found is not None, "the clip played after the restart was not captured"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("reopening" in m for m in messages) and any("back on" in m for m in messages)
+
+
+def test_speaker_fails_the_clip_when_the_device_goes_away_then_plays_again(sound_card, caplog):
+    long_clip, short_clip = noise(3.0, seed=9), noise(0.4, seed=10)
+
+    async def main():
+        speaker = Speaker(None)
+        task = asyncio.create_task(speaker.play(AudioClip(long_clip, SAMPLE_RATE)))
+        deadline = time.monotonic() + 5
+        while not speaker.is_open and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(sound_card.restart)
+        with pytest.raises(AudioDeviceError, match="Audio.OutputDevice"):
+            await asyncio.wait_for(task, 10)
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        assert await speaker.play(AudioClip(short_clip, SAMPLE_RATE))
+        await speaker.close()
+        return await asyncio.to_thread(rec.samples)
+
+    with caplog.at_level(logging.WARNING, logger="elara.audio.playback"):
+        recorded = run(main())
+    assert find_exact(recorded, short_clip) is not None
+    assert any("stopped" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,99 @@
+"""End to end: `elara run` on the virtual sound card against the Ollama-protocol server.
+
+"Hey Jarvis. <question>" is played into the fake microphone; the question must reach the model as
+the user's turn, the reply must come out of the fake speaker (transcribed back), both turns must
+be stored encrypted, a follow-up question must carry the first turn as context, a clip without the
+wake word must send nothing, and SIGTERM must exit 0 with nothing lost.
+"""
+
+import re
+
+import pytest
+
+import voice_clips
+from daemon_process import DaemonProcess, daemon_env
+from elara.conversation.messages import ChatRole
+from elara.conversation.store import ConversationStore
+
+REPLIES = {
+    "germany": "Berlin is the capital of Germany.",
+    "france": "Paris is the capital of France. It is a lovely city on the Seine.",
+}
+
+
+def responder(endpoint, body):
+    last = next(m["content"] for m in reversed(body.get("messages", [])) if m["role"] == "user")
+    for key, reply in REPLIES.items():
+        if key in last.lower():
+            return reply
+    return "I am not sure."
+
+
+def words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z]+", text.lower()))
+
+
+def chats(server):
+    return [body for path, body in server.requests if path == "/api/chat"]
+
+
+@pytest.fixture
+def daemon(sound_card, ollama_server, tmp_path):
+    ollama_server.responder = responder
+    env = daemon_env(sound_card.env, ollama_server.url, tmp_path,
+                     Listening__Mode="continued", Listening__FollowUpSeconds="4")
+    process = DaemonProcess(env)
+    try:
+        process.wait_for("waiting for the wake word", timeout=90)
+        yield process
+    finally:
+        process.kill()
+
+
+def clip_file(tmp_path, name, *parts):
+    return voice_clips.write_wav(tmp_path / f"{name}.wav", voice_clips.concat(*parts))
+
+
+def test_a_spoken_conversation(daemon, sound_card, ollama_server, tmp_path, transcriber):
+    silence = voice_clips.silence
+    question = clip_file(tmp_path, "question", silence(0.5), voice_clips.piper_speech("Hey Jarvis."),
+                         silence(0.6), voice_clips.piper_speech("What is the capital of France?"),
+                         silence(1.5))
+    recording = sound_card.record_speaker().wait_started()
+
+    sound_card.play_into_mic(question)
+    daemon.wait_for(r"wake word hey_jarvis \(score")
+    daemon.wait_for(r"turn timings", timeout=60)
+    first = chats(ollama_server)
+    assert len(first) == 1
+    assert "capital of france" in words(first[0]["messages"][-1]["content"])
+    assert "jarvis" not in words(first[0]["messages"][-1]["content"])
+
+    # Continued conversation: the follow-up needs no wake word and carries the first turn.
+    follow_up = clip_file(tmp_path, "follow_up", voice_clips.piper_speech("And what about Germany?"),
+                          silence(1.5))
+    sound_card.play_into_mic(follow_up)
+    daemon.wait_for(r"turn timings", count=2, timeout=60)
+    second = chats(ollama_server)[-1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[2]["content"] == REPLIES["france"]
+    assert "germany" in words(second[-1]["content"])
+
+    # The follow-up window closes; then speech without the wake word must send nothing.
+    daemon.wait_for("waiting for the wake word", count=2, timeout=30)
+    stray = clip_file(tmp_path, "stray", voice_clips.piper_speech("What time is it in Tokyo?"),
+                      silence(2.0))
+    sound_card.play_into_mic(stray)
+    assert len(chats(ollama_server)) == 2
+    assert daemon.count(r"wake word hey_jarvis \(score") == 1, daemon.log()
+
+    heard = words(transcriber.transcribe(recording.samples()).text)
+    assert "paris" in heard and "berlin" in heard
+
+    status, seconds = daemon.terminate()
+    assert status == 0, daemon.log()
+    assert seconds < 5
+    stored = ConversationStore(tmp_path / "store", "end-to-end key").read_tail(10)
+    assert [m.role for m in stored] == [ChatRole.USER, ChatRole.ASSISTANT] * 2
+    assert stored[1].content == REPLIES["france"] and stored[3].content == REPLIES["germany"]
+    assert "capital" not in daemon.log() and "Paris" not in daemon.log()  # no text at INFO

@@ -1,0 +1,159 @@
+"""Whisper tiny.en on generated speech, and the phantom filter."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from elara.voice.models import ModelNotFoundError, resolve_whisper
+from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
+from voice_clips import concat, espeak_speech, noise, piper_speech, silence
+
+
+def utterance(speech: np.ndarray) -> np.ndarray:
+    """Speech as the listener hands it over: a little pre-roll and trailing silence."""
+    return concat(silence(0.3), speech, silence(0.6))
+
+
+def words(text: str) -> set[str]:
+    return set(normalize_text(text).split())
+
+
+# tiny.en's small errors are allowed ("Paris" may come out as "pairs"): check key words only.
+QUESTIONS = [
+    ("What is the weather like in Paris tomorrow?", {"weather", "tomorrow"}),
+    ("Set a timer for ten minutes.", {"timer", "minutes"}),
+    ("How many kilometers are in a mile?", {"how", "many", "mile"}),
+]
+
+
+@pytest.mark.parametrize(("text", "keys"), QUESTIONS)
+def test_piper_questions_transcribe_to_their_words(transcriber, text, keys):
+    transcript = transcriber.transcribe(utterance(piper_speech(text)))
+    assert keys <= words(transcript.text), transcript
+    assert transcriber.phantom_reason(transcript) is None
+    assert transcript.no_speech_prob < 0.5
+    assert transcript.audio_seconds == pytest.approx(len(utterance(piper_speech(text))) / 16_000)
+    assert transcript.seconds > 0
+
+
+def test_espeak_question_transcribes(transcriber):
+    transcript = transcriber.transcribe(utterance(espeak_speech("Can you tell me a joke about computers?")))
+    assert {"joke", "computers"} <= words(transcript.text), transcript
+
+
+@pytest.mark.parametrize("answer", ["Yes.", "Stop.", "No."])
+def test_short_real_answers_pass_the_phantom_filter(transcriber, answer):
+    transcript = transcriber.transcribe(utterance(piper_speech(answer)))
+    assert normalize_text(transcript.text) == normalize_text(answer)
+    assert phantom_reason(transcript) is None
+
+
+@pytest.mark.parametrize(
+    "clip",
+    [
+        pytest.param(lambda: silence(2.0), id="silence"),
+        pytest.param(lambda: silence(0.5), id="short-silence"),
+        pytest.param(lambda: noise(2.0, dbfs=-35), id="white"),
+        pytest.param(lambda: noise(1.5, dbfs=-25, seed=5), id="loud-white"),
+        pytest.param(lambda: noise(3.0, dbfs=-30, color="pink"), id="pink"),
+        pytest.param(lambda: noise(4.0, dbfs=-40, color="pink", seed=2), id="quiet-pink"),
+        pytest.param(lambda: noise(2.0, dbfs=-30, color="brown"), id="brown"),
+    ],
+)
+def test_silence_and_noise_give_phantoms_the_filter_rejects(transcriber, clip):
+    transcript = transcriber.transcribe(clip())
+    assert transcript.text == "" or transcriber.phantom_reason(transcript) is not None, transcript
+
+
+def test_the_full_window_agrees_with_the_short_one(transcriber):
+    """The 10 s window is the speed-up; the 30 s window is Whisper's own. Same key words."""
+    full = Transcriber(transcriber.model_dir, window_seconds=30.0)
+    for text, keys in QUESTIONS[:2]:
+        audio = utterance(piper_speech(text))
+        assert keys <= words(full.transcribe(audio).text)
+        assert keys <= words(transcriber.transcribe(audio).text)
+
+
+def test_audio_longer_than_the_window_and_float_input(transcriber):
+    # 12 s: longer than the 10 s window, so it is decoded with the full 30 s window.
+    question = piper_speech("Who wrote the novel Pride and Prejudice?")
+    audio = concat(silence(0.5), question, silence(12.0 - 0.5 - len(question) / 16_000))
+    transcript = transcriber.transcribe(audio)
+    assert {"who", "wrote", "novel"} <= words(transcript.text)
+    assert transcript.audio_seconds == pytest.approx(12.0)
+    as_float = transcriber.transcribe(utterance(question).astype(np.float32) / 32768)
+    assert {"who", "wrote", "novel"} <= words(as_float.text)
+
+
+def test_empty_audio_is_an_empty_or_phantom_transcript(transcriber):
+    transcript = transcriber.transcribe(np.zeros(0, dtype=np.int16))
+    assert transcriber.phantom_reason(transcript) is not None
+
+
+def T(text: str, nsp: float = 0.05, logprob: float = -0.2) -> Transcript:
+    return Transcript(text=text, no_speech_prob=nsp, avg_logprob=logprob, audio_seconds=1.0, seconds=0.1)
+
+
+@pytest.mark.parametrize(
+    ("transcript", "reason"),
+    [
+        (T(""), "empty"),
+        (T("   "), "empty"),
+        (T("."), "no words"),
+        (T(". . . . . ."), "no words"),
+        (T("♪"), "no words"),
+        (T("[BLANK_AUDIO]"), "annotation"),
+        (T("(music)"), "annotation"),
+        (T("*upbeat music*"), "annotation"),
+        (T("Thanks for watching!"), "known phantom"),
+        (T("Thank you for watching."), "known phantom"),
+        (T("you"), "known phantom"),
+        (T("You."), "known phantom"),
+        (T("Please subscribe to my channel."), "known phantom"),
+        (T("I'm going to do it.", nsp=0.95, logprob=-0.23), "no speech"),
+        (T("Turn it on.", nsp=0.7, logprob=-1.4), "no speech"),
+        (T("Um."), "filler"),
+        (T("Hmm..."), "filler"),
+        (T("Thank you.", nsp=0.45), "likely phantom"),
+        (T("Bye.", logprob=-0.9), "likely phantom"),
+        (T("the the the the the the the the the the the the the"), "repetitive"),
+    ],
+)
+def test_phantom_reasons(transcript, reason):
+    found = phantom_reason(transcript)
+    assert found is not None and reason in found
+
+
+@pytest.mark.parametrize(
+    "transcript",
+    [
+        T("Yes."),
+        T("Stop."),
+        T("No."),
+        T("Yes.", nsp=0.6, logprob=-0.6),  # a quiet "yes": Whisper unsure, but not that unsure
+        T("Thank you.", nsp=0.1),  # said clearly, it is meant
+        T("Set a timer for 10 minutes."),
+        T("What's 12 times 12?"),
+        T("10."),
+    ],
+)
+def test_real_speech_passes(transcript):
+    assert phantom_reason(transcript) is None
+
+
+def test_threshold_and_transcript_shape(transcriber):
+    quiet_yes = T("Yes.", nsp=0.7, logprob=-0.5)
+    assert phantom_reason(quiet_yes) is None
+    assert phantom_reason(quiet_yes, no_speech_threshold=0.3) is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        quiet_yes.text = "No."  # type: ignore[misc]
+    assert transcriber.window_seconds == 10.0 and transcriber.language == "en"
+
+
+def test_a_directory_without_a_model_is_a_config_error(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="SpeechToText.Model"):
+        Transcriber(tmp_path)
+    assert resolve_whisper("tiny.en").path.is_dir()
