@@ -48,6 +48,8 @@ def daemon(sound_card, ollama_server, tmp_path):
         yield process
     finally:
         process.kill()
+        # Kept for a failing run: pytest truncates long assertion messages.
+        (tmp_path / "daemon.log").write_text(process.log())
 
 
 def clip_file(tmp_path, name, *parts):

@@ -87,7 +87,8 @@ def resample(samples: np.ndarray, rate: int, to_rate: int = SAMPLE_RATE) -> np.n
             src, dst = Path(tmp) / "in.wav", Path(tmp) / "out.wav"
             write_wav(src, samples, rate)
             subprocess.run(
-                ["sox", "-q", str(src), "-r", str(to_rate), "-c", "1", "-b", "16", str(dst)],
+                # -D: no dither, so the same text always makes the same clip.
+                ["sox", "-q", "-D", str(src), "-r", str(to_rate), "-c", "1", "-b", "16", str(dst)],
                 check=True,
             )
             return read_wav(dst)[0]

@@ -112,6 +112,12 @@ class VoiceLoop:
         self._work: asyncio.Task | None = None  # the transcription or turn in flight
         self._speaking_until = 0.0
         self._turn = _Turn()
+        self._last_frame_at: float | None = None
+
+    def _now(self) -> float:
+        # The dialogue's clock is the microphone's: frames carry their capture time, so tests can
+        # feed recorded frames faster than real time and every timeout still holds.
+        return self._last_frame_at if self._last_frame_at is not None else time.monotonic()
 
     @property
     def busy(self) -> bool:
@@ -135,11 +141,12 @@ class VoiceLoop:
                 self._work.cancel()
                 await asyncio.gather(self._work, return_exceptions=True)
                 log.warning("shutdown dropped the turn in flight (the user's words are stored)")
-        self._apply(self.dialogue.handle(d.Cancel(at=time.monotonic())))
+        self._apply(self.dialogue.handle(d.Cancel(at=self._now())))
 
     async def on_frame(self, frame: AudioFrame) -> None:
         """Route one frame to the wake word or the segmenter, per the dialogue's state."""
         self.counters.frames += 1
+        self._last_frame_at = frame.captured_at
         self._apply(self.dialogue.handle(d.Tick(now=frame.captured_at)))
         if self._listening:
             await self._feed_segmenter(frame)
@@ -244,7 +251,7 @@ class VoiceLoop:
                 transcript = await asyncio.to_thread(self.transcriber.transcribe, self._slice(*span))
         except Exception as exc:  # speech-to-text failing must not end the daemon
             log.error("speech-to-text failed: %s", exc)
-            self._apply(self.dialogue.handle(d.TurnFailed(reason="stt", at=time.monotonic(), turn=turn)))
+            self._apply(self.dialogue.handle(d.TurnFailed(reason="stt", at=self._now(), turn=turn)))
             return
         finally:
             self._buffer = []
@@ -256,16 +263,16 @@ class VoiceLoop:
         if reason is not None:
             self.counters.rejected_utterances += 1
             log.info("dropped an utterance: %s", reason)
-            self._apply(self.dialogue.handle(d.TranscriptRejected(reason=reason, at=time.monotonic(), turn=turn)))
+            self._apply(self.dialogue.handle(d.TranscriptRejected(reason=reason, at=self._now(), turn=turn)))
             return
         log.debug("heard: %s", text)
-        self._apply(self.dialogue.handle(d.TranscriptReady(text=text, at=time.monotonic(), turn=turn)))
+        self._apply(self.dialogue.handle(d.TranscriptReady(text=text, at=self._now(), turn=turn)))
 
     async def _reply(self, prompt: PromptReady, turn: int) -> None:
         started = time.monotonic()
         self.counters.turns += 1
         self.speech.on_first_audio = lambda: self._apply(
-            self.dialogue.handle(d.ReplyStarted(at=time.monotonic(), turn=turn)))
+            self.dialogue.handle(d.ReplyStarted(at=self._now(), turn=turn)))
         try:
             result = await self.orchestrator.on_prompt_ready(prompt)
             await self.speech.finish()
@@ -275,13 +282,13 @@ class VoiceLoop:
         if result.error is not None:
             self.counters.model_errors += 1
         now = time.monotonic()
-        self._speaking_until = now + self.speaker_tail
+        self._speaking_until = self._now() + self.speaker_tail
         self._turn.first_token = (started + result.timings.first_token
                                   if result.timings.first_token is not None else None)
         self._turn.first_audio = self.speech.first_audio_at
         self._turn.done = now
         self._log_timings()
-        self._apply(self.dialogue.handle(d.ReplyFinished(at=now, turn=turn)))
+        self._apply(self.dialogue.handle(d.ReplyFinished(at=self._now(), turn=turn)))
 
     def _log_timings(self) -> None:
         t = self._turn

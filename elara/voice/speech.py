@@ -56,7 +56,7 @@ class SpeechSink:
         self._clips: asyncio.Queue[AudioClip | None] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._first_in_reply = True
-        #: monotonic time the current reply's first clip started playing (None before)
+        #: monotonic time the current reply's first sample was heard (None before)
         self.first_audio_at: float | None = None
         #: called once per reply when its first audio starts
         self.on_first_audio: Callable[[], None] | None = None
@@ -115,12 +115,16 @@ class SpeechSink:
 
     async def _play_all(self) -> None:
         while (clip := await self._clips.get()) is not None:
-            if self.first_audio_at is None:
-                self.first_audio_at = self._monotonic()
-                if self.on_first_audio is not None:
-                    self.on_first_audio()
+            first = self.first_audio_at is None
+            if first and self.on_first_audio is not None:
+                self.on_first_audio()
+            handed_over = self._monotonic()
             try:
                 await self._player.play(clip)
             except Exception:
                 log.exception("playback failed; dropping the rest of the reply's audio")
                 return
+            if first:
+                # play() returns once the last sample was heard, so the first was heard one clip
+                # length earlier: that counts opening the stream and the device's latency too.
+                self.first_audio_at = max(handed_over, self._monotonic() - clip.duration)

@@ -1,0 +1,164 @@
+"""The voice loop on synthetic frames, faster than real time, with every real part: the wake-word,
+VAD and Whisper models, the store, the ollama client against the protocol server, Piper and the
+speaker on the virtual sound card."""
+
+import asyncio
+import time
+
+import pytest
+
+import voice_clips
+from elara import dialogue as d
+from elara.conversation.messages import ChatRole
+from elara.conversation.store import ConversationStore
+from elara.voice.endpoint import Segmenter
+from elara.voice.loop import VoiceLoop, strip_wake_phrase
+from elara.voice.speech import SpeechSink, first_chunk
+from elara.voice.stt import phantom_reason
+from elara.voice.vad import SileroVad
+from elara.voice.wake import WakeWordDetector
+from elara.wiring import make_orchestrator
+
+FOLLOW_UP = 2.0
+
+
+@pytest.fixture
+def loop_parts(sound_card, ollama_server, tmp_path, hey_jarvis_path, transcriber, synthesizer):
+    """Builds a VoiceLoop like the daemon does, one event loop per test."""
+    from elara.audio.playback import Speaker
+    from elara.config import load_settings
+
+    settings = load_settings(env={"ELARA__Context__StorageRoot": str(tmp_path / "store"),
+                                  "ELARA__Context__EncryptionKey": "loop key",
+                                  "ELARA__LanguageModel__Host": ollama_server.url,
+                                  "ELARA__LanguageModel__Model": "test-model"})
+    runner = asyncio.Runner()
+
+    def build(*, barge_in=False, mode="continued"):
+        async def make():
+            store = ConversationStore(tmp_path / "store", "loop key")
+            speaker = Speaker(None)
+            speech = SpeechSink(synthesizer, speaker, first_chunk_words=6)
+            from elara.wiring import make_language_model
+            orchestrator = make_orchestrator(settings, store, make_language_model(settings), speech)
+            return VoiceLoop(
+                dialogue=d.Dialogue(mode, FOLLOW_UP, barge_in=barge_in),
+                wake=WakeWordDetector([hey_jarvis_path]), vad=SileroVad(), vad_threshold=0.5,
+                segmenter=Segmenter.from_settings(settings.listening, settings.speech_to_text),
+                transcriber=transcriber, phantom_reason=phantom_reason, orchestrator=orchestrator,
+                speech=speech, pre_roll_ms=300, speaker_tail_ms=400,
+                wake_phrases=("hey jarvis",)), speaker, store
+        return runner.run(make())
+
+    yield runner, build
+    runner.close()
+
+
+async def feed(loop: VoiceLoop, samples, start: float) -> float:
+    """Feed a clip as frames; returns the capture time of the last one."""
+    at = start
+    for frame in voice_clips.frames(samples, start=start):
+        await loop.on_frame(frame)
+        at = frame.captured_at
+    return at
+
+
+async def settle(loop: VoiceLoop, start: float, until, limit_seconds: float = 30.0) -> float:
+    """Feed silence, a frame at a time with a short real pause, until `until()` or a wall bound."""
+    deadline = time.monotonic() + limit_seconds
+    at = start
+    frame_samples = voice_clips.silence(0.08)
+    while not until():
+        assert time.monotonic() < deadline, f"stuck in {loop.dialogue.state}"
+        at = await feed(loop, frame_samples, at)
+        await asyncio.sleep(0.005)
+    return at
+
+
+def chats(server):
+    return [body for path, body in server.requests if path == "/api/chat"]
+
+
+def question_clip():
+    return voice_clips.concat(voice_clips.silence(0.5), voice_clips.piper_speech("Hey Jarvis."),
+                              voice_clips.silence(0.6),
+                              voice_clips.piper_speech("What is the capital of France?"))
+
+
+def test_wake_question_reply_and_follow_up_window(loop_parts, ollama_server):
+    runner, build = loop_parts
+    loop, speaker, store = build()
+
+    async def scenario():
+        t = await feed(loop, question_clip(), start=1000.0)
+        t = await settle(loop, t, lambda: loop.dialogue.state == d.FOLLOW_UP)
+        assert loop.counters.wakes == 1 and loop.counters.turns == 1
+        t = await settle(loop, t, lambda: loop.dialogue.state == d.IDLE)
+        await speaker.close()
+
+    runner.run(scenario())
+    question = chats(ollama_server)[0]["messages"][-1]["content"].lower()
+    assert "capital of france" in question and "jarvis" not in question
+    assert [m.role for m in store.read_tail(5)] == [ChatRole.USER, ChatRole.ASSISTANT]
+    assert set(loop.last_timings) >= {"speech_end_to_transcript", "speech_end_to_first_audio"}
+    assert loop.last_timings["speech_end_to_first_audio"] > 0
+
+
+def test_speech_without_the_wake_word_and_noise_after_it_send_nothing(loop_parts, ollama_server):
+    runner, build = loop_parts
+    loop, speaker, _ = build()
+
+    async def scenario():
+        t = await feed(loop, voice_clips.piper_speech("What is the capital of France?"), 2000.0)
+        assert loop.dialogue.state == d.IDLE and loop.counters.wakes == 0
+        # The wake word followed by nothing but noise: dropped, back to idle, nothing sent.
+        t = await feed(loop, voice_clips.concat(voice_clips.piper_speech("Hey Jarvis."),
+                                                voice_clips.noise(1.5, dbfs=-45)), t)
+        await settle(loop, t, lambda: loop.dialogue.state == d.IDLE and not loop.busy)
+        await speaker.close()
+
+    runner.run(scenario())
+    assert loop.counters.wakes == 1
+    assert loop.counters.no_speech + loop.counters.rejected_utterances == 1
+    assert chats(ollama_server) == []
+
+
+def test_the_wake_word_is_deaf_while_elara_speaks_unless_barge_in(loop_parts, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "This reply is long enough to still be playing. " * 4
+    runner, build = loop_parts
+    for barge_in in (False, True):
+        loop, speaker, _ = build(barge_in=barge_in)
+
+        async def scenario():
+            t = await feed(loop, question_clip(), start=3000.0)
+            t = await settle(loop, t, lambda: loop.dialogue.state == d.SPEAKING)
+            t = await feed(loop, voice_clips.concat(voice_clips.piper_speech("Hey Jarvis."),
+                                                    voice_clips.silence(0.3)), t)
+            state = loop.dialogue.state
+            await loop.shutdown(grace=0.1)
+            await speaker.close()
+            return state
+
+        state = runner.run(scenario())
+        if barge_in:
+            assert loop.counters.wakes == 2 and state == d.LISTENING
+        else:
+            assert loop.counters.wakes == 1 and state == d.SPEAKING
+
+
+def test_strip_wake_phrase():
+    phrases = ("hey jarvis",)
+    assert strip_wake_phrase("Hey Jarvis, what time is it?", phrases) == "what time is it?"
+    assert strip_wake_phrase("Jarvis. Turn it off", phrases) == "Turn it off"
+    assert strip_wake_phrase("Hey, how are you?", phrases) == "Hey, how are you?"
+    assert strip_wake_phrase("Who is Jarvis?", phrases) == "Who is Jarvis?"
+    assert strip_wake_phrase("Hey Jarvis.", phrases) == ""
+
+
+def test_first_chunk_cuts_a_long_first_sentence_at_a_clause():
+    long = "Well, the capital of France is Paris, which sits on the river Seine in the north."
+    head, rest = first_chunk(long, 6)
+    assert head == "Well, the capital of France is Paris,"
+    assert rest == "which sits on the river Seine in the north."
+    assert first_chunk("Paris is the capital.", 6) == ("Paris is the capital.", "")
+    assert first_chunk(long, 0) == (long, "")
