@@ -103,6 +103,26 @@ def find_exact(haystack: np.ndarray, needle: np.ndarray) -> int | None:
     return None
 
 
+def match_report(haystack: np.ndarray, needle: np.ndarray) -> str:
+    """Why `find_exact` failed: where the needle's start is, and how far it matches from there."""
+    haystack, needle = np.asarray(haystack), np.asarray(needle)
+    nonzero = np.flatnonzero(needle)
+    start = int(nonzero[0]) if len(nonzero) else 0
+    anchor = needle[start:start + 8]
+    if len(haystack) < len(anchor):
+        return f"recording too short ({len(haystack)} samples)"
+    view = np.lib.stride_tricks.sliding_window_view(haystack, len(anchor))
+    hits = np.flatnonzero((view == anchor).all(axis=1))
+    if not len(hits):
+        return f"the clip's start is not in the {len(haystack)}-sample recording"
+    offset = int(hits[0]) - start
+    part = haystack[max(offset, 0):offset + len(needle)]
+    same = part == needle[max(-offset, 0):max(-offset, 0) + len(part)]
+    first_bad = int(np.argmin(same)) if not same.all() else len(part)
+    return (f"clip ({len(needle)} samples) starts at {offset} in the {len(haystack)}-sample "
+            f"recording; matches for {first_bad} samples")
+
+
 def best_offset(haystack: np.ndarray, needle: np.ndarray) -> tuple[int, float]:
     """(offset, normalised correlation in [-1, 1]) of the best match of `needle` in `haystack`
     (FFT cross-correlation; for audio that went through a resampler)."""
@@ -112,7 +132,9 @@ def best_offset(haystack: np.ndarray, needle: np.ndarray) -> tuple[int, float]:
         return 0, 0.0
     size = 1 << int(np.ceil(np.log2(len(h) + len(n))))
     corr = np.fft.irfft(np.fft.rfft(h, size) * np.conj(np.fft.rfft(n, size)), size)[:len(h) - len(n) + 1]
-    energy = np.sqrt(np.convolve(h * h, np.ones(len(n)), mode="valid")) * np.sqrt((n * n).sum())
+    squares = np.concatenate([[0.0], np.cumsum(h * h)])
+    window = np.maximum(squares[len(n):] - squares[:-len(n)], 0.0)  # energy under the needle
+    energy = np.sqrt(window) * np.sqrt((n * n).sum())
     score = np.divide(corr, energy, out=np.zeros_like(corr), where=energy > 0)
     best = int(np.argmax(score))
     return best, float(score[best])
@@ -136,9 +158,11 @@ class Recording:
             time.sleep(0.02)
         raise SoundCardError(f"parecord wrote nothing to {self.path} in {timeout} s")
 
-    def stop(self, timeout: float = 5.0) -> Path:
-        """End the recording (SIGINT lets parecord finish the WAV header); the WAV's path."""
+    def stop(self, timeout: float = 5.0, settle: float = 0.2) -> Path:
+        """End the recording (SIGINT lets parecord finish the WAV header); the WAV's path.
+        Waits `settle` seconds first, so audio that was just played reaches the file."""
         if self.process.poll() is None:
+            time.sleep(settle)
             self.process.send_signal(signal.SIGINT)
             try:
                 self.process.wait(timeout)

@@ -24,7 +24,7 @@ from elara.audio.capture import Microphone, Resampler, resample
 from elara.audio.devices import AudioDeviceError, find_device, list_devices
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip
 from elara.audio.playback import Speaker, as_mono_int16
-from pulse import VirtualSoundCard, best_offset, find_exact, read_wav, write_wav
+from pulse import VirtualSoundCard, best_offset, find_exact, match_report, read_wav, write_wav
 
 TESTS = Path(__file__).parent
 
@@ -312,7 +312,8 @@ def test_speaker_play_returns_after_the_whole_clip_was_heard(sound_card, speech)
 
     played, recorded, speaker = run(main())
     assert played is True
-    assert find_exact(recorded, clip) is not None, "the clip was cut or changed"
+    assert find_exact(recorded, clip) is not None, (
+        f"the clip was cut or changed: {match_report(recorded, clip)}; underflows {speaker.underflows}")
     assert not speaker.speaking and speaker.last_audio_end <= time.monotonic()
 
 
@@ -335,8 +336,8 @@ def test_speaker_queued_clips_play_back_to_back_and_share_one_stream(sound_card)
     results, recorded, speaker = run(main())
     assert results == [True, True, True]
     joined = np.concatenate(clips)
-    assert find_exact(recorded, joined) is not None, "queued clips were not played back to back"
     first = find_exact(recorded, joined)
+    assert first is not None, f"queued clips were not played back to back: {match_report(recorded, joined)}"
     for c in clips:  # and again, each whole, after the joined run
         assert find_exact(recorded[first + len(joined):], c) is not None
     assert not speaker.is_open
@@ -383,7 +384,7 @@ def test_speaker_reopens_for_another_rate_and_closes_when_idle(sound_card, speec
 
     speaker, recorded = run(main())
     assert not speaker.is_open, "the stream stayed open while idle"
-    assert find_exact(recorded, clip16) is not None
+    assert find_exact(recorded, clip16) is not None, match_report(recorded, clip16)
     # PulseAudio resampled the 22 050 Hz clip into the 16 kHz sink
     offset, score = best_offset(recorded, resample(raw, 22_050, SAMPLE_RATE))
     assert score > 0.97
@@ -501,5 +502,5 @@ def test_speaker_fails_the_clip_when_the_device_goes_away_then_plays_again(sound
 
     with caplog.at_level(logging.WARNING, logger="elara.audio.playback"):
         recorded = run(main())
-    assert find_exact(recorded, short_clip) is not None
+    assert find_exact(recorded, short_clip) is not None, match_report(recorded, short_clip)
     assert any("stopped" in r.getMessage() for r in caplog.records)

@@ -155,6 +155,16 @@ class Speaker:
             self._waiting.discard(job)
             self._schedule_idle_close()
 
+    async def prepare(self, sample_rate: int, hold_seconds: float = 10.0) -> None:
+        """Open the output stream now, so a reply's first clip at `sample_rate` doesn't wait for
+        the device; unless something plays, it closes again after `hold_seconds`."""
+        loop = asyncio.get_running_loop()
+        async with self._lock():
+            if self._out is None:
+                await self._open_output_async(sample_rate, loop)
+        if not self._waiting:
+            self._schedule_idle_close(hold_seconds)
+
     async def stop(self) -> None:
         """Cut playback at once (barge-in, shutdown): queued clips are dropped, pending `play()`
         calls return False, and the stream is aborted and closed."""
@@ -376,12 +386,12 @@ class Speaker:
             log.debug("speaker: closing the output stream failed: %s", e)
         log.debug("speaker: output stream closed%s", " (cut)" if abort else "")
 
-    def _schedule_idle_close(self) -> None:
+    def _schedule_idle_close(self, delay: float | None = None) -> None:
         if self._waiting or self._out is None:
             return
         self._cancel_idle_close()
         self._idle_handle = asyncio.get_running_loop().call_later(
-            self.idle_close_seconds, self._idle_close)
+            self.idle_close_seconds if delay is None else delay, self._idle_close)
 
     def _cancel_idle_close(self) -> None:
         if self._idle_handle is not None:

@@ -185,6 +185,8 @@ class VoiceLoop:
             self._apply(self.dialogue.handle(d.SpeechHeard(at=now)))
         elif isinstance(event, EarlyEnd):
             # Start transcribing now; kept if speech does not resume before the end silence.
+            # Open the speaker too: opening the device would otherwise delay the first sentence.
+            asyncio.create_task(self.speech.prepare(), name="prepare-speaker")
             span = (event.start, event.end)
             samples = self._slice(*span)
             self._speculative = (span, asyncio.create_task(

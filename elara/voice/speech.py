@@ -18,6 +18,8 @@ _CLAUSE = re.compile(r"[,;:—–]\s")
 class Synthesizer(Protocol):
     """Text in, audio out (Piper); blocking."""
 
+    sample_rate: int
+
     def synthesize(self, text: str) -> AudioClip:
         """The spoken text."""
 
@@ -30,6 +32,9 @@ class Player(Protocol):
 
     async def stop(self) -> None:
         """Cut playback now."""
+
+    async def prepare(self, sample_rate: int) -> None:
+        """Open the device ahead of the first clip."""
 
 
 def first_chunk(sentence: str, words: int) -> tuple[str, str]:
@@ -72,6 +77,13 @@ class SpeechSink:
                 await self._texts.put(rest)
             return
         await self._texts.put(sentence)
+
+    async def prepare(self) -> None:
+        """Get the speaker ready while the reply is still being worked out; failures are logged."""
+        try:
+            await self._player.prepare(self._synthesizer.sample_rate)
+        except Exception as exc:  # the reply will try again, and report, when it plays
+            log.warning("could not open the speaker ahead of the reply: %s", exc)
 
     async def finish(self) -> None:
         """Wait until everything queued has been heard, then get ready for the next reply."""
