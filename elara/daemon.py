@@ -1,20 +1,27 @@
-"""`elara run`: loads every model, opens the microphone and speaker, and runs the voice loop
-until SIGTERM or SIGINT. The only module that knows every part."""
+"""`elara run`: loads every model, opens the microphone and speaker, and runs the voice loop until
+SIGTERM or SIGINT; reloads its configuration on SIGHUP; tells systemd how it is doing. The only
+module that knows every part."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import time
 from dataclasses import dataclass
 
-from elara import wiring
+from elara import __version__, wiring
 from elara.audio.capture import Microphone
 from elara.audio.playback import Speaker
+from elara.config import load_settings_with_sources
 from elara.dialogue import Dialogue
-from elara.errors import LanguageModelError
+from elara.errors import ElaraError, LanguageModelError
+from elara.logs import configure as configure_logging
+from elara.notify import SystemdNotifier
+from elara.paths import status_socket
 from elara.settings import Settings
+from elara.status import StatusServer
 from elara.voice import models
 from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop
@@ -26,43 +33,60 @@ from elara.voice.wake import WakeWordDetector
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Engines:
-    """The loaded models."""
-
-    wake: WakeWordDetector
-    transcriber: Transcriber
-    synthesizer: Synthesizer
+STATUS_TEXT = {
+    "idle": "waiting for the wake word", "listening": "listening",
+    "transcribing": "transcribing", "thinking": "thinking", "speaking": "speaking",
+    "follow_up": "listening for a follow-up",
+}
 
 
-def load_engines(settings: Settings) -> Engines:
-    """Resolve and load every model; ModelNotFoundError / ModelLoadError (exit 78) name the key."""
-    dirs = models.default_models_dirs()
-    wake_records = models.resolve_wake_words(settings.wake_word.models, dirs)
-    whisper = models.resolve_whisper(settings.speech_to_text.model, dirs)
-    voice = models.resolve_voice(settings.text_to_speech.voice, dirs)
-    ww, stt, tts = settings.wake_word, settings.speech_to_text, settings.text_to_speech
-    wake = WakeWordDetector([r.path for r in wake_records], threshold=ww.threshold,
+def load_wake(settings: Settings) -> WakeWordDetector:
+    """The configured wake-word models, loaded."""
+    records = models.resolve_wake_words(settings.wake_word.models, models.default_models_dirs())
+    ww = settings.wake_word
+    return WakeWordDetector([r.path for r in records], threshold=ww.threshold,
                             trigger_level=ww.trigger_level, refractory_seconds=ww.refractory_seconds)
-    transcriber = Transcriber(whisper.path, language=stt.language, beam_size=stt.beam_size,
-                              window_seconds=stt.window_seconds,
-                              no_speech_threshold=stt.no_speech_threshold)
-    synthesizer = Synthesizer(voice.path, voice.config_path, length_scale=tts.length_scale)
-    log.info("models loaded: wake word %s, speech-to-text %s (%.1f s), voice %s (%.1f s)",
-             ", ".join(r.name for r in wake_records), whisper.name, transcriber.load_seconds,
-             voice.name, synthesizer.load_seconds)
-    return Engines(wake=wake, transcriber=transcriber, synthesizer=synthesizer)
+
+
+def load_transcriber(settings: Settings) -> Transcriber:
+    """The configured Whisper model, loaded."""
+    stt = settings.speech_to_text
+    record = models.resolve_whisper(stt.model, models.default_models_dirs())
+    return Transcriber(record.path, language=stt.language, beam_size=stt.beam_size,
+                       window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold)
+
+
+def load_synthesizer(settings: Settings) -> Synthesizer:
+    """The configured Piper voice, loaded."""
+    voice = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())
+    return Synthesizer(voice.path, voice.config_path,
+                       length_scale=settings.text_to_speech.length_scale)
+
+
+@dataclass
+class Counters:
+    """What the daemon itself counts (the loop counts the rest)."""
+
+    reloads: int = 0
+    rejected_reloads: int = 0
 
 
 class Daemon:
     """The always-on assistant: one voice loop over one microphone and one speaker."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, config_path: str | None = None) -> None:
         self.settings = settings
+        self.config_path = config_path
         self.started_at = time.monotonic()
+        self.notifier = SystemdNotifier()
+        self.counters = Counters()
         self._stop = asyncio.Event()
+        self._reload_requested = asyncio.Event()
         self.loop: VoiceLoop | None = None
+        self.microphone: Microphone | None = None
+        self.speaker: Speaker | None = None
+        self._runner: asyncio.Task | None = None
+        self._config_files: tuple[str, ...] = ()
 
     def request_stop(self) -> None:
         """Ask the daemon to finish (what SIGTERM and SIGINT do)."""
@@ -71,46 +95,82 @@ class Daemon:
     async def run(self) -> int:
         """Start everything, run until asked to stop, shut down cleanly; returns the exit status."""
         s = self.settings
-        store = wiring.open_store(s)  # a wrong key stops start-up before anything is loaded
-        engines = await asyncio.to_thread(load_engines, s)
-        llm = wiring.make_language_model(s)
-        warming = asyncio.create_task(self._check_model(llm), name="model-check")
-        speaker = Speaker(s.audio.output_device)
-        microphone = Microphone(s.audio.input_device)
-        speech = SpeechSink(engines.synthesizer, speaker,
-                            first_chunk_words=s.text_to_speech.first_chunk_words)
-        orchestrator = wiring.make_orchestrator(s, store, llm, speech)
+        self.store = wiring.open_store(s)  # a wrong key stops start-up before anything loads
+        _, sources = load_settings_with_sources(self.config_path)
+        self._config_files = tuple(str(p) for p in sources.files)
+        self.notifier.status("loading models")
+        wake, transcriber, synthesizer = await asyncio.gather(
+            asyncio.to_thread(load_wake, s), asyncio.to_thread(load_transcriber, s),
+            asyncio.to_thread(load_synthesizer, s))
+        log.info("models loaded: wake word %s, speech-to-text %s (%.1f s), voice %s (%.1f s)",
+                 ", ".join(wake.names), s.speech_to_text.model, transcriber.load_seconds,
+                 s.text_to_speech.voice, synthesizer.load_seconds)
+        self.llm = wiring.make_language_model(s)
+        warming = asyncio.create_task(self._check_model(self.llm), name="model-check")
+        self.speaker = Speaker(s.audio.output_device)
+        self.microphone = Microphone(s.audio.input_device)
+        self.speech = SpeechSink(synthesizer, self.speaker,
+                                 first_chunk_words=s.text_to_speech.first_chunk_words)
+        self.orchestrator = wiring.make_orchestrator(s, self.store, self.llm, self.speech)
         self.loop = VoiceLoop(
-            dialogue=Dialogue.from_settings(s.listening, s.audio), wake=engines.wake,
+            dialogue=Dialogue.from_settings(s.listening, s.audio), wake=wake,
             vad=create_vad(s.listening.vad), vad_threshold=s.listening.vad_threshold,
             segmenter=Segmenter.from_settings(s.listening, s.speech_to_text),
-            transcriber=engines.transcriber,
-            phantom_reason=lambda t: phantom_reason(
-                t, no_speech_threshold=s.speech_to_text.no_speech_threshold),
-            orchestrator=orchestrator, speech=speech, pre_roll_ms=s.listening.pre_roll_ms,
-            speaker_tail_ms=s.audio.speaker_tail_ms,
-            wake_phrases=tuple(name.replace("_", " ") for name in engines.wake.names))
+            transcriber=transcriber, phantom_reason=self._phantom_filter(s),
+            orchestrator=self.orchestrator, speech=self.speech,
+            pre_roll_ms=s.listening.pre_roll_ms, speaker_tail_ms=s.audio.speaker_tail_ms,
+            wake_phrases=_phrases(wake))
+        self.loop.on_state = lambda state: self.notifier.status(STATUS_TEXT.get(state, state))
+        status = StatusServer(status_socket(), self.snapshot)
         self._install_signals()
-        await microphone.start()
-        log.info("Elara is ready (started in %.1f s)", time.monotonic() - self.started_at)
-        runner = asyncio.create_task(self.loop.run(microphone.frames()), name="voice-loop")
-        stopper = asyncio.create_task(self._stop.wait(), name="stop")
+        await status.start()
+        await self.microphone.start()
+        self._runner = self._start_runner()
+        # Only now is Elara really listening: models loaded, microphone open.
+        self.notifier.ready(STATUS_TEXT["idle"])
+        log.info("Elara %s is ready (started in %.1f s)", __version__, time.monotonic() - self.started_at)
+        helpers = [asyncio.create_task(self._serve_reloads(), name="reloads")]
+        if self.notifier.watchdog_interval:
+            helpers.append(asyncio.create_task(self._watchdog(), name="watchdog"))
+        failure: BaseException | None = None
         try:
-            await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            failure = await self._wait_for_stop()
         finally:
             log.info("stopping")
-            runner.cancel()
-            stopper.cancel()
-            await asyncio.gather(runner, stopper, return_exceptions=True)
+            self.notifier.stopping()
+            for task in (*helpers, self._runner, warming):
+                task.cancel()
+            await asyncio.gather(*helpers, self._runner, warming, return_exceptions=True)
             await self.loop.shutdown()
-            warming.cancel()
-            await microphone.stop()
-            await speaker.close()
-            await llm.aclose()
-        if runner.done() and not runner.cancelled() and runner.exception() is not None:
-            raise runner.exception()
+            await status.stop()
+            await self.microphone.stop()
+            await self.speaker.stop()
+            await self.llm.aclose()
+            self.notifier.close()
+        if failure is not None:
+            raise failure
         log.info("stopped")
         return 0
+
+    async def _wait_for_stop(self) -> BaseException | None:
+        stopper = asyncio.create_task(self._stop.wait())
+        try:
+            while True:
+                runner = self._runner
+                await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                if stopper.done():
+                    return None
+                if runner is self._runner:  # not replaced by a reload: the loop ended
+                    return runner.exception() if not runner.cancelled() else None
+        finally:
+            stopper.cancel()
+
+    def _start_runner(self) -> asyncio.Task:
+        return asyncio.create_task(self.loop.run(self.microphone.frames()), name="voice-loop")
+
+    def _phantom_filter(self, settings: Settings):
+        threshold = settings.speech_to_text.no_speech_threshold
+        return lambda transcript: phantom_reason(transcript, no_speech_threshold=threshold)
 
     async def _check_model(self, llm) -> None:
         try:
@@ -124,3 +184,146 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, self._reload_requested.set)
+
+    # -- watchdog ------------------------------------------------------------------------------
+
+    async def _watchdog(self) -> None:
+        interval = self.notifier.watchdog_interval
+        while True:
+            # A hung audio loop stops the pings and systemd restarts us; a microphone being
+            # reopened after it vanished is not hung, it is recovering.
+            stalled = time.monotonic() - self.loop.last_progress > 2 * interval
+            if not stalled or not self.microphone.is_open:
+                self.notifier.watchdog()
+            else:
+                log.warning("the audio loop has made no progress for %.0f s", 2 * interval)
+            await asyncio.sleep(interval)
+
+    # -- reload --------------------------------------------------------------------------------
+
+    async def _serve_reloads(self) -> None:
+        while True:
+            await self._reload_requested.wait()
+            self._reload_requested.clear()
+            await self.reload()
+
+    async def reload(self) -> bool:
+        """Read the configuration again and apply it; an invalid one is logged and not applied."""
+        self.notifier.reloading()
+        try:
+            new, sources = await asyncio.to_thread(load_settings_with_sources, self.config_path)
+            await self._apply(self.settings, new)
+        except ElaraError as exc:
+            self.counters.rejected_reloads += 1
+            log.error("configuration reload rejected, keeping the running configuration: %s", exc)
+            self.notifier.ready(STATUS_TEXT.get(self.loop.dialogue.state, ""))
+            return False
+        self.settings = new
+        self._config_files = tuple(str(p) for p in sources.files)
+        self.counters.reloads += 1
+        log.info("configuration reloaded")
+        self.notifier.ready(STATUS_TEXT.get(self.loop.dialogue.state, ""))
+        return True
+
+    async def _apply(self, old: Settings, new: Settings) -> None:
+        """Everything that can fail (a model, a device) is prepared first; then it is swapped in."""
+        parts: dict[str, object] = {}
+        if new.wake_word != old.wake_word:
+            wake = await asyncio.to_thread(load_wake, new)
+            parts.update(wake=wake, wake_phrases=_phrases(wake))
+        if new.speech_to_text != old.speech_to_text:
+            parts["transcriber"] = await asyncio.to_thread(load_transcriber, new)
+            parts["segmenter"] = Segmenter.from_settings(new.listening, new.speech_to_text)
+        synthesizer = None
+        if (new.text_to_speech.voice, new.text_to_speech.length_scale) != (
+                old.text_to_speech.voice, old.text_to_speech.length_scale):
+            synthesizer = await asyncio.to_thread(load_synthesizer, new)
+        microphone = speaker = None
+        if new.audio.input_device != old.audio.input_device:
+            microphone = Microphone(new.audio.input_device)
+        if new.audio.output_device != old.audio.output_device:
+            speaker = Speaker(new.audio.output_device)
+        llm = self.llm
+        if new.language_model != old.language_model:
+            llm = wiring.make_language_model(new)
+
+        # Nothing below can fail on bad settings: swap the new parts in.
+        configure_logging(new.logging.level)
+        for key in ("storage_root", "encryption_key", "encryption_key_file"):
+            if getattr(new.context, key) != getattr(old.context, key):
+                log.warning("Context.%s changed: it takes effect when Elara restarts",
+                            "".join(w.title() for w in key.split("_")))
+        await self.orchestrator.reconfigure(
+            builder=wiring.make_builder(new, self.store), renderer=wiring.make_renderer(new),
+            llm=llm, context_size=new.context.last_n)
+        if llm is not self.llm:
+            old_llm, self.llm = self.llm, llm
+            await old_llm.aclose()
+            asyncio.create_task(self._check_model(llm), name="model-check")
+        if new.listening != old.listening or new.audio != old.audio:
+            parts.update(dialogue=Dialogue.from_settings(new.listening, new.audio),
+                         segmenter=Segmenter.from_settings(new.listening, new.speech_to_text),
+                         vad_threshold=new.listening.vad_threshold,
+                         pre_roll_ms=new.listening.pre_roll_ms,
+                         speaker_tail=new.audio.speaker_tail_ms / 1000)
+            if new.listening.vad != old.listening.vad:
+                parts["vad"] = create_vad(new.listening.vad)
+        if new.speech_to_text.no_speech_threshold != old.speech_to_text.no_speech_threshold:
+            parts["phantom_reason"] = self._phantom_filter(new)
+        self.speech.reconfigure(synthesizer=synthesizer, player=speaker,
+                                first_chunk_words=new.text_to_speech.first_chunk_words)
+        if speaker is not None:
+            old_speaker, self.speaker = self.speaker, speaker
+            await old_speaker.close()
+        if parts:
+            self.loop.reconfigure(**parts)
+        if microphone is not None:
+            await self._swap_microphone(microphone)
+
+    async def _swap_microphone(self, microphone: Microphone) -> None:
+        old, old_runner = self.microphone, self._runner
+        await microphone.start()
+        self.microphone = microphone
+        self._runner = self._start_runner()
+        old_runner.cancel()
+        await asyncio.gather(old_runner, return_exceptions=True)
+        await old.stop()
+        log.info("now listening on %s", microphone.device.label())
+
+    # -- status --------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict:
+        """What `elara status` shows."""
+        s, loop = self.settings, self.loop
+        c = loop.counters
+        return {
+            "state": loop.dialogue.state,
+            "pid": os.getpid(),
+            "version": __version__,
+            "uptime_seconds": round(time.monotonic() - self.started_at, 1),
+            "models": {
+                "wake_word": list(loop.wake.names),
+                "speech_to_text": s.speech_to_text.model,
+                "voice": s.text_to_speech.voice,
+                "language_model": s.language_model.model,
+                "ollama": s.language_model.host,
+            },
+            "counters": {
+                "wakes": c.wakes, "turns": c.turns,
+                "false_wake_drops": c.no_speech + c.rejected_utterances,
+                "dropped_frames": self.microphone.dropped_frames,
+                "overflows": self.microphone.overflows,
+                "model_errors": c.model_errors,
+                "reloads": self.counters.reloads,
+                "rejected_reloads": self.counters.rejected_reloads,
+            },
+            "last_turn": loop.last_timings,
+            "context": {"last_n": self.orchestrator.context_size,
+                        "store": str(self.store.root)},
+            "config_files": list(self._config_files),
+        }
+
+
+def _phrases(wake: WakeWordDetector) -> tuple[str, ...]:
+    return tuple(name.replace("_", " ") for name in wake.names)

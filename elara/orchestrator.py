@@ -88,6 +88,13 @@ class Orchestrator:
         self._splitter = splitter
         self._lock = asyncio.Lock()
 
+    async def reconfigure(self, *, builder: PromptBuilder, renderer: PromptRenderer,
+                          llm: LanguageModel, context_size: int) -> None:
+        """Swap the prompt parts and the model between turns (a reload), never during one."""
+        async with self._lock:
+            self.builder, self.renderer, self.llm = builder, renderer, llm
+            self.context_size = context_size
+
     async def on_prompt_ready(self, event: PromptReady) -> TurnResult:
         """Run one turn for the user's text; never raises for store, context or model failures."""
         async with self._lock:

@@ -35,3 +35,19 @@ def config_home(env: Mapping[str, str] | None = None) -> Path:
 def default_store_root(env: Mapping[str, str] | None = None) -> Path:
     """The conversation store's directory when `Context.StorageRoot` is null."""
     return cache_root(env) / "Conversation"
+
+
+def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where the status socket lives: `$RUNTIME_DIRECTORY` (systemd's RuntimeDirectory=), else
+    `$XDG_RUNTIME_DIR/elara`, else `/tmp/elara-<uid>`."""
+    env = os.environ if env is None else env
+    if (systemd := _env_dir(env, "RUNTIME_DIRECTORY")) is not None:
+        return systemd
+    if (xdg := _env_dir(env, "XDG_RUNTIME_DIR")) is not None:
+        return xdg / "elara"
+    return Path("/tmp") / f"elara-{os.getuid()}"
+
+
+def status_socket(env: Mapping[str, str] | None = None) -> Path:
+    """The daemon's status socket."""
+    return runtime_dir(env) / "status.sock"

@@ -76,6 +76,7 @@ class ContextSettings:
     last_n: int = setting("LastN", min=0, max=1000)
     storage_root: str | None = setting("StorageRoot")
     encryption_key: str = setting("EncryptionKey", secret=True, check=_not_blank)
+    encryption_key_file: str | None = setting("EncryptionKeyFile")
     max_history_tokens: int | None = setting("MaxHistoryTokens", min=0)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Mapping
 
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer, PromptRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
+from elara.errors import ConfigError
 from elara.llm import OllamaLanguageModel, make_client
 from elara.orchestrator import Orchestrator, SentenceSink
 from elara.paths import default_store_root
@@ -20,9 +23,38 @@ def store_root(settings: Settings) -> Path:
     return Path(configured).expanduser() if configured else default_store_root()
 
 
+CREDENTIAL_NAME = "elara-key"
+
+
+def encryption_passphrase(settings: Settings, env: Mapping[str, str] | None = None) -> str:
+    """The history's passphrase: the systemd credential `elara-key`, else the file named by
+    `Context.EncryptionKeyFile`, else `Context.EncryptionKey`. ConfigError if a file is unusable."""
+    env = os.environ if env is None else env
+    candidates = []
+    if env.get("CREDENTIALS_DIRECTORY"):
+        credential = Path(env["CREDENTIALS_DIRECTORY"]) / CREDENTIAL_NAME
+        if credential.is_file():
+            candidates.append((credential, "the systemd credential elara-key"))
+    if settings.context.encryption_key_file:
+        candidates.append((Path(settings.context.encryption_key_file).expanduser(),
+                           "Context.EncryptionKeyFile"))
+    if not candidates:
+        return settings.context.encryption_key
+    path, source = candidates[0]
+    try:
+        # A trailing newline is how editors and `echo` end a file, not part of the passphrase.
+        key = path.read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read the key file {path} ({exc}); "
+                          "fix the path or its permissions") from None
+    if not key.strip():
+        raise ConfigError(f"{source}: the key file {path} is empty; write the passphrase into it")
+    return key
+
+
 def open_store(settings: Settings) -> ConversationStore:
     """Open the encrypted store; WrongKeyError when the key does not match the history."""
-    return ConversationStore(store_root(settings), settings.context.encryption_key)
+    return ConversationStore(store_root(settings), encryption_passphrase(settings))
 
 
 def make_language_model(settings: Settings) -> OllamaLanguageModel:
@@ -38,11 +70,16 @@ def make_renderer(settings: Settings) -> PromptRenderer:
     return OllamaChatRenderer() if settings.language_model.api == "chat" else TranscriptRenderer()
 
 
-def make_orchestrator(settings: Settings, store: ConversationStore, llm: OllamaLanguageModel,
-                      sink: SentenceSink) -> Orchestrator:
-    """The orchestrator with Last-N history under the token budget."""
+def make_builder(settings: Settings, store: ConversationStore) -> PromptBuilder:
+    """The prompt builder: the configured system prompt, Last-N history under the token budget."""
     context = TokenBudgetContextProvider(LastNContextProvider(store),
                                          settings.context.max_history_tokens)
-    builder = PromptBuilder(ConfigSystemPrompt(settings.language_model.system_prompt), [context])
-    return Orchestrator(store=store, builder=builder, renderer=make_renderer(settings), llm=llm,
-                        sink=sink, context_size=settings.context.last_n)
+    return PromptBuilder(ConfigSystemPrompt(settings.language_model.system_prompt), [context])
+
+
+def make_orchestrator(settings: Settings, store: ConversationStore, llm: OllamaLanguageModel,
+                      sink: SentenceSink) -> Orchestrator:
+    """The orchestrator over the store, the model and a sink."""
+    return Orchestrator(store=store, builder=make_builder(settings, store),
+                        renderer=make_renderer(settings), llm=llm, sink=sink,
+                        context_size=settings.context.last_n)

@@ -31,17 +31,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from elara.daemon import Daemon
 
-    return asyncio.run(Daemon(settings).run())
+    return asyncio.run(Daemon(settings, args.config).run())
 
 
 def load_synthesizer(settings: Settings):
     """The configured Piper voice, loaded."""
-    from elara.voice import models
-    from elara.voice.tts import Synthesizer
+    from elara.daemon import load_synthesizer as load
 
-    voice = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())
-    return Synthesizer(voice.path, voice.config_path,
-                       length_scale=settings.text_to_speech.length_scale)
+    return load(settings)
 
 
 def _say(args: argparse.Namespace, settings: Settings) -> int:
@@ -70,17 +67,14 @@ def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
     from elara.audio.capture import resample
     from elara.audio.frames import SAMPLE_RATE
     from elara.audio.wav import read_wav
-    from elara.voice import models
-    from elara.voice.stt import Transcriber, phantom_reason
+    from elara.daemon import load_transcriber
+    from elara.voice.stt import phantom_reason
 
     clip = read_wav(args.file)
-    stt = settings.speech_to_text
-    record = models.resolve_whisper(stt.model, models.default_models_dirs())
-    transcriber = Transcriber(record.path, language=stt.language, beam_size=stt.beam_size,
-                              window_seconds=stt.window_seconds,
-                              no_speech_threshold=stt.no_speech_threshold)
+    transcriber = load_transcriber(settings)
     transcript = transcriber.transcribe(resample(clip.samples, clip.sample_rate, SAMPLE_RATE))
-    reason = phantom_reason(transcript, no_speech_threshold=stt.no_speech_threshold)
+    reason = phantom_reason(transcript,
+                            no_speech_threshold=settings.speech_to_text.no_speech_threshold)
     if reason is not None:
         print(f"elara: no speech heard in {args.file} ({reason})", file=sys.stderr)
         return 1

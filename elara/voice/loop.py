@@ -97,7 +97,7 @@ class VoiceLoop:
         self.phantom_reason = phantom_reason
         self.orchestrator = orchestrator
         self.speech = speech
-        self.speaker_tail = speaker_tail_ms / 1000
+        self.speaker_tail = speaker_tail_ms / 1000  # seconds
         self.counters = LoopCounters()
         self.last_timings: dict[str, float | None] = {}
         self._wake_phrases = wake_phrases
@@ -113,6 +113,11 @@ class VoiceLoop:
         self._speaking_until = 0.0
         self._turn = _Turn()
         self._last_frame_at: float | None = None
+        #: called with the dialogue's new state whenever it changes
+        self.on_state: Callable[[str], None] | None = None
+        #: time.monotonic() when the last frame was processed (the watchdog's sign of life)
+        self.last_progress = time.monotonic()
+        self._pending: dict[str, object] = {}
 
     def _now(self) -> float:
         # The dialogue's clock is the microphone's: frames carry their capture time, so tests can
@@ -141,13 +146,34 @@ class VoiceLoop:
                 self._work.cancel()
                 await asyncio.gather(self._work, return_exceptions=True)
                 log.warning("shutdown dropped the turn in flight (the user's words are stored)")
-        self._apply(self.dialogue.handle(d.Cancel(at=self._now())))
+        self._handle(d.Cancel(at=self._now()))
+
+    def reconfigure(self, **parts: object) -> None:
+        """Swap parts (wake, vad, vad_threshold, segmenter, transcriber, dialogue, speaker_tail,
+        wake_phrases, pre_roll_ms) at the next idle moment, never in the middle of a turn."""
+        self._pending.update(parts)
+
+    def _reconfigure_now(self) -> None:
+        parts, self._pending = self._pending, {}
+        if "pre_roll_ms" in parts:
+            frames = max(1, round(int(parts.pop("pre_roll_ms")) / 80))
+            self._pre_roll = collections.deque(self._pre_roll, maxlen=frames)
+        if "wake_phrases" in parts:
+            self._wake_phrases = parts.pop("wake_phrases")
+        for name, value in parts.items():
+            setattr(self, name, value)
+        if "dialogue" in parts and self.on_state is not None:
+            self.on_state(self.dialogue.state)
+        log.info("new settings in use: %s", ", ".join(sorted(parts)) or "pre-roll/wake phrases")
 
     async def on_frame(self, frame: AudioFrame) -> None:
         """Route one frame to the wake word or the segmenter, per the dialogue's state."""
         self.counters.frames += 1
         self._last_frame_at = frame.captured_at
-        self._apply(self.dialogue.handle(d.Tick(now=frame.captured_at)))
+        self.last_progress = time.monotonic()
+        if self._pending and self.dialogue.state == d.IDLE and not self.busy:
+            self._reconfigure_now()
+        self._handle(d.Tick(now=frame.captured_at))
         if self._listening:
             await self._feed_segmenter(frame)
         else:
@@ -167,7 +193,7 @@ class VoiceLoop:
         self.counters.wakes += 1
         log.info("wake word %s (score %.2f)", detection.name, detection.score)
         self._turn = _Turn(wake=frame.captured_at)
-        self._apply(self.dialogue.handle(d.WakeDetected(at=frame.captured_at)))
+        self._handle(d.WakeDetected(at=frame.captured_at))
 
     async def _feed_segmenter(self, frame: AudioFrame) -> None:
         probability = await asyncio.to_thread(self.vad.speech_probability, frame)
@@ -182,7 +208,7 @@ class VoiceLoop:
     def _on_segment_event(self, event, frame: AudioFrame) -> None:
         now = frame.captured_at
         if isinstance(event, SpeechStarted):
-            self._apply(self.dialogue.handle(d.SpeechHeard(at=now)))
+            self._handle(d.SpeechHeard(at=now))
         elif isinstance(event, EarlyEnd):
             # Start transcribing now; kept if speech does not resume before the end silence.
             # Open the speaker too: opening the device would otherwise delay the first sentence.
@@ -196,10 +222,10 @@ class VoiceLoop:
         elif isinstance(event, UtteranceEnded):
             self._utterance = event
             self._turn.speech_end = self._last_speech_at
-            self._apply(self.dialogue.handle(d.UtteranceCaptured(at=now)))
+            self._handle(d.UtteranceCaptured(at=now))
         elif isinstance(event, NoSpeech):
             self.counters.no_speech += 1
-            self._apply(self.dialogue.handle(d.NoSpeechHeard(at=now)))
+            self._handle(d.NoSpeechHeard(at=now))
 
     def _slice(self, start: float, end: float) -> np.ndarray:
         audio = np.concatenate([f.samples for f in self._buffer]) if self._buffer else np.zeros(0, np.int16)
@@ -209,6 +235,13 @@ class VoiceLoop:
         return audio[first:self._origin_frames * 1280 + round(end * SAMPLE_RATE)]
 
     # -- intents -------------------------------------------------------------------------------
+
+    def _handle(self, event: d.DialogueEvent) -> None:
+        before = self.dialogue.state
+        intents = self.dialogue.handle(event)
+        if self.dialogue.state != before and self.on_state is not None:
+            self.on_state(self.dialogue.state)
+        self._apply(intents)
 
     def _apply(self, intents: list) -> None:
         for intent in intents:
@@ -253,7 +286,7 @@ class VoiceLoop:
                 transcript = await asyncio.to_thread(self.transcriber.transcribe, self._slice(*span))
         except Exception as exc:  # speech-to-text failing must not end the daemon
             log.error("speech-to-text failed: %s", exc)
-            self._apply(self.dialogue.handle(d.TurnFailed(reason="stt", at=self._now(), turn=turn)))
+            self._handle(d.TurnFailed(reason="stt", at=self._now(), turn=turn))
             return
         finally:
             self._buffer = []
@@ -265,16 +298,15 @@ class VoiceLoop:
         if reason is not None:
             self.counters.rejected_utterances += 1
             log.info("dropped an utterance: %s", reason)
-            self._apply(self.dialogue.handle(d.TranscriptRejected(reason=reason, at=self._now(), turn=turn)))
+            self._handle(d.TranscriptRejected(reason=reason, at=self._now(), turn=turn))
             return
         log.debug("heard: %s", text)
-        self._apply(self.dialogue.handle(d.TranscriptReady(text=text, at=self._now(), turn=turn)))
+        self._handle(d.TranscriptReady(text=text, at=self._now(), turn=turn))
 
     async def _reply(self, prompt: PromptReady, turn: int) -> None:
         started = time.monotonic()
         self.counters.turns += 1
-        self.speech.on_first_audio = lambda: self._apply(
-            self.dialogue.handle(d.ReplyStarted(at=self._now(), turn=turn)))
+        self.speech.on_first_audio = lambda: self._handle(d.ReplyStarted(at=self._now(), turn=turn))
         try:
             result = await self.orchestrator.on_prompt_ready(prompt)
             await self.speech.finish()
@@ -290,7 +322,7 @@ class VoiceLoop:
         self._turn.first_audio = self.speech.first_audio_at
         self._turn.done = now
         self._log_timings()
-        self._apply(self.dialogue.handle(d.ReplyFinished(at=self._now(), turn=turn)))
+        self._handle(d.ReplyFinished(at=self._now(), turn=turn))
 
     def _log_timings(self) -> None:
         t = self._turn

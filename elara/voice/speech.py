@@ -66,6 +66,16 @@ class SpeechSink:
         #: called once per reply when its first audio starts
         self.on_first_audio: Callable[[], None] | None = None
 
+    def reconfigure(self, *, synthesizer: Synthesizer | None = None, player: Player | None = None,
+                    first_chunk_words: int | None = None) -> None:
+        """Swap the voice, the speaker or the first-chunk length (between replies)."""
+        if synthesizer is not None:
+            self._synthesizer = synthesizer
+        if player is not None:
+            self._player = player
+        if first_chunk_words is not None:
+            self._first_chunk_words = first_chunk_words
+
     async def say(self, sentence: str) -> None:
         """Queue a sentence to be spoken; never waits for the audio."""
         self._ensure_running()

@@ -1,0 +1,37 @@
+"""`elara status`: what the running daemon is doing, asked over its Unix socket."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from elara.paths import status_socket
+from elara.settings import Settings
+from elara.status import query_status
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register `status`."""
+    status = commands.add_parser("status", help="ask the running daemon how it is doing (exit 3 if none)")
+    status.add_argument("--json", action="store_true", help="the raw JSON")
+    status.set_defaults(handler=_status)
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    snapshot = query_status(status_socket())
+    if args.json:
+        print(json.dumps(snapshot, indent=2))
+        return 0
+    minutes, seconds = divmod(int(snapshot["uptime_seconds"]), 60)
+    hours, minutes = divmod(minutes, 60)
+    m, c = snapshot["models"], snapshot["counters"]
+    print(f"Elara {snapshot['version']} (pid {snapshot['pid']}): {snapshot['state']}, "
+          f"up {hours}:{minutes:02d}:{seconds:02d}")
+    print(f"  models: wake word {', '.join(m['wake_word'])}; speech-to-text {m['speech_to_text']}; "
+          f"voice {m['voice']}; {m['language_model']} at {m['ollama']}")
+    print("  counters: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c.items()))
+    timings = snapshot.get("last_turn") or {}
+    if timings:
+        print("  last turn: " + ", ".join(
+            f"{k.replace('_', ' ')} {'-' if v is None else f'{v:.3f} s'}" for k, v in timings.items()))
+    return 0
