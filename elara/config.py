@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from elara import personalities
 from elara import settings as schema
 from elara.errors import ConfigError
 from elara.paths import config_home
@@ -85,8 +86,11 @@ def load_settings_with_sources(
 
 
 def bind(data: Mapping[str, Any]) -> schema.Settings:
-    """Bind a merged JSON tree to Settings, checking every key, type and range."""
-    return _bind_dataclass(schema.Settings, data, "")
+    """Bind a merged JSON tree to Settings, checking every key, type and range, and the
+    settings that refer to each other."""
+    settings = _bind_dataclass(schema.Settings, data, "")
+    personalities.resolve(settings.language_model.personality, settings.personalities)
+    return settings
 
 
 def to_json(settings: Any, *, redact: bool = True) -> dict[str, Any]:

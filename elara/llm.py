@@ -102,6 +102,44 @@ class OllamaLanguageModel:
                 "the connection was cut; check that Ollama is still running (`ollama ps`, its log)",
                 code="connection_lost")
 
+    async def complete(self, messages: list[Mapping[str, str]], *,
+                       format: Mapping[str, Any] | None = None) -> str:
+        """One whole chat reply, not streamed (background work: summaries, fact extraction).
+        With `format` (a JSON schema) Ollama constrains the reply to JSON matching it."""
+        try:
+            response = await self._client.chat(
+                model=self.model, messages=[dict(m) for m in messages], stream=False,
+                format=dict(format) if format is not None else None,
+                keep_alive=self._keep_alive, options=self._options)
+        except Exception as exc:
+            raise self._translate(exc, f"working in the background with {self.model}") from exc
+        return response.message.content or ""
+
+    async def complete_json(self, messages: list[Mapping[str, str]],
+                            schema: Mapping[str, Any]) -> Any:
+        """A reply constrained to `schema`, parsed; LanguageModelError if it isn't JSON."""
+        text = await self.complete(messages, format=schema)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            raise LanguageModelError(
+                f"{self.model} at {self.host} did not answer with JSON as asked "
+                "(a model without structured-output support?)", code="model_error") from None
+
+    async def embed(self, texts: list[str], model: str) -> list[list[float]]:
+        """Embedding vectors for `texts` from Ollama's /api/embed with `model`."""
+        try:
+            response = await self._client.embed(model=model, input=texts,
+                                                keep_alive=self._keep_alive)
+        except Exception as exc:
+            translated = self._translate(exc, f"embedding with {model}")
+            if translated.code == "model_missing":
+                translated = LanguageModelError(
+                    f"Ollama at {self.host} does not have the embedding model {model}: run "
+                    f"`ollama pull {model}` or set Memory.EmbeddingModel", code="model_missing")
+            raise translated from exc
+        return [list(vector) for vector in response.embeddings]
+
     async def check(self) -> ModelInfo:
         """Ask Ollama about the model; LanguageModelError when it is unreachable or not pulled."""
         try:

@@ -42,6 +42,16 @@ class MessageStore(Protocol):
         """Store one complete message."""
 
 
+class TurnObserver(Protocol):
+    """Told when a turn starts and ends (memory work waits for the gaps between turns)."""
+
+    def turn_started(self) -> None:
+        """A turn began: background work that competes with it for the model should pause."""
+
+    def turn_finished(self, user: ChatMessage, reply: ChatMessage | None) -> None:
+        """A turn ended; `reply` is None when the model failed. Must not block."""
+
+
 @dataclass(frozen=True)
 class TurnTimings:
     """Seconds from the start of the turn to its milestones (None when never reached)."""
@@ -76,7 +86,9 @@ class Orchestrator:
                  llm: LanguageModel, sink: SentenceSink, context_size: int,
                  clock: Callable[[], datetime] = utc_now,
                  monotonic: Callable[[], float] = time.monotonic,
-                 splitter: Callable[[], SentenceSplitter] = SentenceSplitter) -> None:
+                 splitter: Callable[[], SentenceSplitter] = SentenceSplitter,
+                 redact: Callable[[str], str] | None = None,
+                 observers: list[TurnObserver] | None = None) -> None:
         self.store = store
         self.builder = builder
         self.renderer = renderer
@@ -86,6 +98,10 @@ class Orchestrator:
         self._clock = clock
         self._monotonic = monotonic
         self._splitter = splitter
+        #: applied to the user's words before they are stored or sent, and to the reply before
+        #: it is stored (e.g. masking card numbers)
+        self.redact = redact or (lambda text: text)
+        self.observers = list(observers or [])
         self._lock = asyncio.Lock()
 
     async def reconfigure(self, *, builder: PromptBuilder, renderer: PromptRenderer,
@@ -102,15 +118,18 @@ class Orchestrator:
 
     async def _turn(self, event: PromptReady) -> TurnResult:
         started = self._monotonic()
+        for observer in self.observers:
+            observer.turn_started()
         log.debug("user said: %s", event.text)
-        user_stored = await self._append(
-            ChatMessage(ChatRole.USER, event.text, self._clock(), {"source": event.source}))
+        text = self.redact(event.text)
+        user = ChatMessage(ChatRole.USER, text, self._clock(), {"source": event.source})
+        user_stored = await self._append(user)
 
         try:
-            prompt = await self.builder.build(event.text, self.context_size)
+            prompt = await self.builder.build(text, self.context_size)
         except ContextError as exc:
             log.warning("answering without history: %s", exc)
-            prompt = await self.builder.build(event.text, self.context_size, with_context=False)
+            prompt = await self.builder.build(text, self.context_size, with_context=False)
         request = self.renderer.render(prompt)
         built = self._monotonic() - started
 
@@ -144,11 +163,15 @@ class Orchestrator:
 
         reply = "".join(fragments).strip()
         assistant_stored = False
+        answer = None
         if error is None:
             log.debug("assistant said: %s", reply)
             # Nothing half-written is stored: only a reply that streamed to its end gets here.
-            assistant_stored = await self._append(
-                ChatMessage(ChatRole.ASSISTANT, reply, self._clock(), {"model": self.llm.model}))
+            answer = ChatMessage(ChatRole.ASSISTANT, self.redact(reply), self._clock(),
+                                 {"model": self.llm.model})
+            assistant_stored = await self._append(answer)
+        for observer in self.observers:
+            observer.turn_finished(user, answer)
         timings = TurnTimings(prompt_built=built, first_token=first_token,
                               first_sentence=first_sentence, total=self._monotonic() - started)
         log.info("turn %s: %d context messages, prompt %.3f s, first token %s, first sentence %s, "

@@ -56,6 +56,42 @@ def _ollama_options(value: Mapping[str, Any]) -> dict[str, Any]:
     return checked.model_dump(exclude_none=True)
 
 
+REDACTIONS = ("card", "phone", "email")
+
+
+def _redactions(value: tuple[str, ...]) -> str | None:
+    unknown = [v for v in value if v not in REDACTIONS]
+    return f"expected a list of {', '.join(REDACTIONS)}" if unknown else None
+
+
+_PRESET_KEYS = {"systemprompt": "SystemPrompt", "temperature": "Temperature",
+                "maxreplytokens": "MaxReplyTokens"}
+
+
+def _personalities(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Custom presets: {name: {SystemPrompt, Temperature, MaxReplyTokens}}."""
+    presets: dict[str, Any] = {}
+    for name, preset in value.items():
+        if not isinstance(preset, Mapping):
+            raise ValueError(f".{name}: expected an object with SystemPrompt, Temperature, MaxReplyTokens")
+        clean: dict[str, Any] = {}
+        for key, item in preset.items():
+            canonical = _PRESET_KEYS.get(key.casefold())
+            if canonical is None:
+                raise ValueError(f".{name}.{key}: unknown key (known: {', '.join(_PRESET_KEYS.values())})")
+            if canonical == "SystemPrompt" and not (isinstance(item, str) and item.strip()):
+                raise ValueError(f".{name}.SystemPrompt: expected a non-empty string")
+            if canonical == "Temperature" and not (isinstance(item, (int, float)) and 0 <= item <= 2):
+                raise ValueError(f".{name}.Temperature: expected a number from 0 to 2")
+            if canonical == "MaxReplyTokens" and not (isinstance(item, int) and item > 0):
+                raise ValueError(f".{name}.MaxReplyTokens: expected an integer > 0")
+            clean[canonical] = item
+        if "SystemPrompt" not in clean:
+            raise ValueError(f".{name}.SystemPrompt: missing (a preset needs its prompt)")
+        presets[name] = clean
+    return presets
+
+
 @dataclass(frozen=True)
 class LanguageModelSettings:
     """`LanguageModel`: which Ollama, which model, how to ask it."""
@@ -63,7 +99,8 @@ class LanguageModelSettings:
     host: str = setting("Host", check=_http_url)
     model: str = setting("Model", check=_not_blank)
     api: str = setting("Api", choices=("chat", "generate"))
-    system_prompt: str = setting("SystemPrompt")
+    personality: str = setting("Personality", check=_not_blank)
+    system_prompt: str | None = setting("SystemPrompt")
     keep_alive: float | str | None = setting("KeepAlive", check=_keep_alive)
     timeout_seconds: float = setting("TimeoutSeconds", min=1, max=3600)
     options: Mapping[str, Any] = setting("Options", normalize=_ollama_options)
@@ -78,6 +115,23 @@ class ContextSettings:
     encryption_key: str = setting("EncryptionKey", secret=True, check=_not_blank)
     encryption_key_file: str | None = setting("EncryptionKeyFile")
     max_history_tokens: int | None = setting("MaxHistoryTokens", min=0)
+    retention_days: int | None = setting("RetentionDays", min=1)
+    retention_keep_summaries: bool = setting("RetentionKeepSummaries")
+    redact: tuple[str, ...] = setting("Redact", check=_redactions)
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """`Memory`: what Elara remembers beyond the last few turns."""
+
+    summaries: bool = setting("Summaries")
+    summary_threshold: float = setting("SummaryThreshold", min=0.1, max=1.0)
+    facts: str = setting("Facts", choices=("model", "explicit", "off"))
+    max_facts: int = setting("MaxFacts", min=1, max=1000)
+    retrieval: bool = setting("Retrieval")
+    retrieval_top_k: int = setting("RetrievalTopK", min=1, max=20)
+    retrieval_min_score: float = setting("RetrievalMinScore", min=0.0, max=1.0)
+    embedding_model: str = setting("EmbeddingModel", check=_not_blank)
 
 
 @dataclass(frozen=True)
@@ -149,6 +203,8 @@ class Settings:
 
     language_model: LanguageModelSettings = setting("LanguageModel")
     context: ContextSettings = setting("Context")
+    memory: MemorySettings = setting("Memory")
+    personalities: Mapping[str, Any] = setting("Personalities", normalize=_personalities)
     audio: AudioSettings = setting("Audio")
     wake_word: WakeWordSettings = setting("WakeWord")
     listening: ListeningSettings = setting("Listening")

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from elara import personalities
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer, PromptRenderer, TranscriptRenderer
@@ -60,9 +61,11 @@ def open_store(settings: Settings) -> ConversationStore:
 def make_language_model(settings: Settings) -> OllamaLanguageModel:
     """The Ollama adapter over the official async client, with the configured timeout."""
     lm = settings.language_model
+    preset = personalities.resolve(lm.personality, settings.personalities)
     return OllamaLanguageModel(
         make_client(lm.host, lm.timeout_seconds), model=lm.model, host=lm.host,
-        keep_alive=lm.keep_alive, options=dict(lm.options), timeout_seconds=lm.timeout_seconds)
+        keep_alive=lm.keep_alive, options=personalities.model_options(preset, lm.options),
+        timeout_seconds=lm.timeout_seconds)
 
 
 def make_renderer(settings: Settings) -> PromptRenderer:
@@ -74,7 +77,10 @@ def make_builder(settings: Settings, store: ConversationStore) -> PromptBuilder:
     """The prompt builder: the configured system prompt, Last-N history under the token budget."""
     context = TokenBudgetContextProvider(LastNContextProvider(store),
                                          settings.context.max_history_tokens)
-    return PromptBuilder(ConfigSystemPrompt(settings.language_model.system_prompt), [context])
+    lm = settings.language_model
+    preset = personalities.resolve(lm.personality, settings.personalities)
+    prompt = personalities.system_prompt(preset, lm.system_prompt)
+    return PromptBuilder(ConfigSystemPrompt(prompt), [context])
 
 
 def make_orchestrator(settings: Settings, store: ConversationStore, llm: OllamaLanguageModel,

@@ -8,6 +8,7 @@ URL on one line and serves until SIGTERM or SIGINT.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import signal
@@ -43,7 +44,10 @@ def last_user_text(endpoint: str, body: dict) -> str:
 
 
 def default_responder(endpoint: str, body: dict) -> str:
-    """A deterministic reply of three sentences that echoes the user's last words."""
+    """A deterministic reply of three sentences that echoes the user's last words (and, when a
+    JSON `format` is asked for, an empty JSON object)."""
+    if body.get("format") is not None:
+        return "{}"
     return f"You said: {last_user_text(endpoint, body)}. That is all. Have a nice day!"
 
 
@@ -55,6 +59,20 @@ def fragments(text: str) -> list[str]:
 def canonical_model(name: str) -> str:
     """`name` with Ollama's implicit `:latest` tag made explicit."""
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+EMBED_DIMENSIONS = 64
+
+
+def embed_text(text: str) -> list[float]:
+    """A deterministic stand-in for an embedding model: hashed bag of words, L2-normalised, so
+    texts sharing words are close and unrelated texts are not."""
+    vector = [0.0] * EMBED_DIMENSIONS
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        digest = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+        vector[digest % EMBED_DIMENSIONS] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [v / norm for v in vector]
 
 
 def _now() -> str:
@@ -250,6 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._complete("generate", body)
             elif path == "/api/show":
                 self._show(body)
+            elif path == "/api/embed":
+                self._embed(body)
             else:
                 self._send_text(404, "404 page not found")
         except (BrokenPipeError, ConnectionResetError):
@@ -284,6 +304,21 @@ class _Handler(BaseHTTPRequestHandler):
             "capabilities": ["completion"],
             "modified_at": "2025-01-01T00:00:00.000000Z",
         })
+
+    def _embed(self, body: dict) -> None:
+        owner = self.owner
+        name = body.get("model") or ""
+        if not owner.has_model(name):
+            self._send_json(404, {"error": f"model {json.dumps(name)} not found, try pulling it first"})
+            return
+        if owner.fault == "http_500":
+            self._send_json(500, {"error": owner.error_message})
+            return
+        texts = body.get("input", "")
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        self._send_json(200, {"model": name, "embeddings": [embed_text(t) for t in texts],
+                              "total_duration": 1_000_000, "load_duration": 100_000,
+                              "prompt_eval_count": sum(len(t.split()) for t in texts)})
 
     def _complete(self, endpoint: str, body: dict) -> None:
         owner = self.owner

@@ -29,7 +29,7 @@ def test_packaged_defaults_are_the_repo_file_and_bind():
     assert s.context.storage_root is None
     assert s.context.encryption_key == "replace-me-before-deployment"
     assert s.language_model.options["num_ctx"] == 4096
-    assert "markdown" in s.language_model.system_prompt
+    assert s.language_model.personality == "assistant" and s.language_model.system_prompt is None
 
 
 def test_layers_apply_in_order(tmp_path):

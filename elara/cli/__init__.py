@@ -7,7 +7,7 @@ import logging
 import sys
 
 from elara import __version__
-from elara.cli import config_cmd, conversation, history, service, voice
+from elara.cli import config_cmd, conversation, doctor, history, service, voice
 from elara.config import load_settings
 from elara.errors import ElaraError
 from elara.logs import configure
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     conversation.add_commands(commands)
     voice.add_commands(commands)
     service.add_commands(commands)
+    doctor.add_commands(commands)
     history.add_commands(commands)
     config_cmd.add_commands(commands)
     return parser

@@ -16,11 +16,15 @@ class ContextProvider(Protocol):
         """Messages for the prompt, oldest first."""
 
 
+#: The roles of the conversation itself; System-role records are memory (summaries, facts …).
+TURN_ROLES = (ChatRole.USER, ChatRole.ASSISTANT)
+
+
 class TailReader(Protocol):
     """The part of the store a Last-N provider needs."""
 
-    def read_tail(self, n: int) -> list[ChatMessage]:
-        """The last n messages, oldest first."""
+    def read_tail(self, n: int, roles=None) -> list[ChatMessage]:
+        """The last n messages (of these roles), oldest first."""
 
 
 class LastNContextProvider:
@@ -35,7 +39,7 @@ class LastNContextProvider:
             return []
         # The orchestrator stores the user's turn before building the prompt: read one more
         # and leave that turn out, since it is the prompt's user_input, not context.
-        tail = await asyncio.to_thread(self._store.read_tail, n + 1)
+        tail = await asyncio.to_thread(self._store.read_tail, n + 1, TURN_ROLES)
         if tail and tail[-1].role is ChatRole.USER and tail[-1].content == current_prompt:
             tail = tail[:-1]
         return tail[-n:]

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterable, Iterator
 
 from elara.conversation.crypto import (
     DEFAULT_PASSPHRASE,
@@ -172,14 +172,18 @@ class ConversationStore:
             log.debug("appended %s", final.name)
             return final
 
-    def read_tail(self, n: int) -> list[ChatMessage]:
-        """The last n readable messages, oldest first; unreadable files are skipped, never raised."""
+    def read_tail(self, n: int, roles: Collection[ChatRole] | None = None) -> list[ChatMessage]:
+        """The last n readable messages (of `roles` only, when given), oldest first; unreadable
+        files are skipped, never raised."""
         if n <= 0:
             return []
+        wanted = _role_filter(roles)
         newest_first: list[ChatMessage] = []
         with self._lock:
             self._sync_index()
             for name in reversed(self._tail):
+                if not wanted(name):
+                    continue
                 message = self._load(name)
                 if message is not None:
                     newest_first.append(message)
@@ -189,6 +193,8 @@ class ConversationStore:
                 # Rare: more wanted than the window holds; fall back to a listing.
                 names = sorted(self._list_dir()[0])
                 for name in reversed(names[: bisect.bisect_left(names, self._tail[0])]):
+                    if not wanted(name):
+                        continue
                     message = self._load(name)
                     if message is not None:
                         newest_first.append(message)
@@ -196,10 +202,11 @@ class ConversationStore:
                             break
         return newest_first[::-1]
 
-    def iter_messages(self) -> Iterator[StoredMessage]:
-        """Every readable message, oldest first, with its path."""
+    def iter_messages(self, roles: Collection[ChatRole] | None = None) -> Iterator[StoredMessage]:
+        """Every readable message (of `roles` only, when given), oldest first, with its path."""
+        wanted = _role_filter(roles)
         with self._lock:
-            names = sorted(self._list_dir()[0])
+            names = sorted(name for name in self._list_dir()[0] if wanted(name))
         for name in names:
             with self._lock:
                 message = self._load(name)
@@ -218,15 +225,25 @@ class ConversationStore:
                     unreadable.append(self._root / name)
         return VerifyReport(readable, tuple(unreadable))
 
-    def purge(self, older_than: datetime) -> int:
-        """Delete messages whose file-name timestamp is before older_than; returns how many were deleted."""
+    def delete(self, paths: Iterable[Path]) -> int:
+        """Delete these message files (e.g. a forgotten fact); returns how many were deleted."""
+        names = {Path(p).name for p in paths if Path(p).parent == self._root}
+        return self._remove(lambda name: name in names, "deleted")
+
+    def purge(self, older_than: datetime, roles: Collection[ChatRole] | None = None) -> int:
+        """Delete messages (of `roles` only, when given) whose file-name timestamp is before
+        older_than; returns how many were deleted."""
         if older_than.tzinfo is None:
             raise ValueError("older_than must be timezone-aware")
         cutoff = _name_stamp(older_than)
+        wanted = _role_filter(roles)
+        return self._remove(lambda name: name[:19] < cutoff and wanted(name), f"older than {cutoff}")
+
+    def _remove(self, chosen: Callable[[str], bool], why: str) -> int:
         removed = 0
         with self._lock:
             for name in self._list_dir()[0]:
-                if name[:19] >= cutoff:
+                if not chosen(name):
                     continue
                 path = self._root / name
                 try:
@@ -245,7 +262,7 @@ class ConversationStore:
                 except OSError as exc:
                     raise _write_error(self._root, exc) from exc
             self._rebuild_index()
-        log.info("purged %d messages older than %s from %s", removed, cutoff, self._root)
+        log.info("removed %d messages (%s) from %s", removed, why, self._root)
         return removed
 
     # -- index -------------------------------------------------------------
@@ -381,6 +398,14 @@ class ConversationStore:
                 continue
             except OSError as exc:
                 log.warning("cannot remove stale temp file %s: %s", entry.path, exc.strerror)
+
+
+def _role_filter(roles: Collection[ChatRole] | None) -> Callable[[str], bool]:
+    """A test on file names: does the message have one of these roles (all, when None)?"""
+    if roles is None:
+        return lambda name: True
+    suffixes = tuple(f"_{role.slug}.json" for role in roles)
+    return lambda name: name.endswith(suffixes)
 
 
 def _iso_millis(timestamp: datetime) -> str:

@@ -1,0 +1,486 @@
+"""`elara doctor`: checks that Elara can run here, each one saying what is wrong and the fix.
+
+Every check is a plain function returning `Check` values; nothing here prints, and nothing writes
+to the conversation store or the configuration (the store is opened without creating its
+directory or removing stale temporary files). Each check runs under a time limit (`bounded`), so
+a hung sound server, model or Ollama cannot hang the doctor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shlex
+import stat
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from elara.errors import ConfigError, ElaraError, LanguageModelError, StoreError, WrongKeyError
+from elara.settings import Settings
+
+T = TypeVar("T")
+
+# Check names (the first word of each line `elara doctor` prints).
+CONFIGURATION = "configuration"
+INPUT_DEVICE = "input device"
+OUTPUT_DEVICE = "output device"
+MODELS = "models"  # only when the models could not be looked at (no valid configuration)
+LANGUAGE_MODEL = "Ollama"
+ENCRYPTION_KEY = "encryption key"
+HISTORY = "history"
+HISTORY_PERMISSIONS = "history permissions"
+UNITS = "systemd units"
+
+#: How a model kind is named in a check: `wake word hey_jarvis`, `speech to text tiny.en`, ...
+MODEL_KINDS = {"wake_word": "wake word", "speech_to_text": "speech to text",
+               "text_to_speech": "text to speech", "vad": "voice activity"}
+
+# Time limits, in seconds.
+CONFIG_SECONDS = 15.0
+DEVICE_SECONDS = 15.0
+MODEL_SECONDS = 60.0
+OLLAMA_MAX_SECONDS = 5.0  # the HTTP timeout: min(LanguageModel.TimeoutSeconds, this)
+STORE_SECONDS = 120.0
+UNITS_SECONDS = 60.0
+
+NEEDS_CONFIG = "skipped: needs a valid configuration"
+FIX_CONFIG_FIRST = "fix the configuration first (`elara config check` shows the problem)"
+
+# The store removes temporary files older than five minutes when it opens. Its clock, set to the
+# epoch, makes every file look new, so the doctor's open leaves them alone.
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: what was checked, whether it is fine, what was seen, and the fix when not."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def passed(name: str, detail: str) -> Check:
+    """A check that is fine."""
+    return Check(name, True, detail)
+
+
+def failed(name: str, detail: str, fix: str) -> Check:
+    """A check that is not, with the fix."""
+    return Check(name, False, detail, fix)
+
+
+def bounded(seconds: float, function: Callable[[], T], on_timeout: Callable[[], T],
+            on_error: Callable[[BaseException], T]) -> T:
+    """`function()` in a daemon thread, waited for at most `seconds`.
+
+    `on_timeout()` when it has not finished by then (the thread is left to finish or die with the
+    process), `on_error(exc)` when it raised.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # noqa: BLE001 - reported as a failed check
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name="elara-doctor-check", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        return on_timeout()
+    if "error" in outcome:
+        return on_error(outcome["error"])
+    return outcome["value"]
+
+
+def _bounded_checks(names: Iterable[str], seconds: float, function: Callable[[], list[Check]],
+                    fix: str) -> list[Check]:
+    """`bounded` for a check function returning Checks; a time-out or crash fails every name."""
+    names = list(names)
+    return bounded(
+        seconds, function,
+        lambda: [failed(name, f"no answer within {seconds:g} s", fix) for name in names],
+        lambda exc: [failed(name, f"the check itself failed: {type(exc).__name__}: {exc}", fix)
+                     for name in names])
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. configuration
+
+
+def check_config(config_path: str | os.PathLike[str] | None = None) -> tuple[Check, Settings | None]:
+    """Load every configuration layer; the check and the settings (None when invalid)."""
+    from elara.config import load_settings_with_sources
+
+    try:
+        settings, sources = load_settings_with_sources(config_path)
+    except ElaraError as exc:
+        return failed(CONFIGURATION, str(exc),
+                      "correct that value in the file or the ELARA__ variable it comes from "
+                      "(`elara config check` re-checks it)"), None
+    files = ", ".join(str(path) for path in sources.files)
+    layers = f"packaged defaults + {files}" if files else "packaged defaults only"
+    return passed(CONFIGURATION, f"valid ({layers})"), settings
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. sound devices
+
+
+def check_devices(settings: Settings) -> list[Check]:
+    """The configured microphone and speaker resolve to PortAudio devices."""
+    from elara.audio.devices import CONFIG_KEYS, AudioDeviceError, find_device
+
+    checks = []
+    for kind, name, spec in (("input", INPUT_DEVICE, settings.audio.input_device),
+                             ("output", OUTPUT_DEVICE, settings.audio.output_device)):
+        key = CONFIG_KEYS[kind]
+        try:
+            device = find_device(spec, kind)
+        except AudioDeviceError as exc:
+            if exc.code == "portaudio_missing":
+                fix = "install PortAudio: apt-get install libportaudio2"
+            else:
+                fix = (f"set {key} to one of the {kind} devices listed (a name or an index), "
+                       "or to null for the default device")
+            checks.append(failed(name, str(exc), fix))
+            continue
+        which = "the system default" if spec is None else f"{key} = {spec!r}"
+        checks.append(passed(name, f"{device.label()} ({which})"))
+    return checks
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. models
+
+
+def model_check_name(record: Any) -> str:
+    """`wake word hey_jarvis`, `speech to text tiny.en`, ..."""
+    return f"{MODEL_KINDS.get(record.kind, record.kind)} {record.name}"
+
+
+def resolve_models(settings: Settings) -> list[Any]:
+    """The configured models: a ModelRecord for each that resolves, a failed Check for each that
+    doesn't, in the order wake words, Whisper, Piper voice, voice activity. The energy VAD needs
+    no model and gives a passed Check."""
+    from elara.voice import models
+
+    dirs = models.default_models_dirs()
+    found: list[Any] = []
+    seen: set[Path] = set()
+
+    def resolve(name: str, key: str, function: Callable[[], Any]) -> None:
+        try:
+            record = function()
+        except ConfigError as exc:
+            found.append(failed(name, str(exc),
+                                f"install what the message names, or set {key} to a model that "
+                                "resolves (`elara models` lists them)"))
+            return
+        if record is None:
+            found.append(passed(name, "the energy detector needs no model"))
+        elif record.path not in seen:
+            seen.add(record.path)
+            found.append(record)
+
+    for value in settings.wake_word.models:
+        resolve(f"wake word {value}", models.WAKE_WORD_KEY,
+                lambda value=value: models.resolve_wake_word(value, dirs))
+    stt, tts, vad = settings.speech_to_text.model, settings.text_to_speech.voice, settings.listening.vad
+    resolve(f"speech to text {stt}", models.SPEECH_TO_TEXT_KEY, lambda: models.resolve_whisper(stt, dirs))
+    resolve(f"text to speech {tts}", models.TEXT_TO_SPEECH_KEY, lambda: models.resolve_voice(tts, dirs))
+    resolve(f"voice activity {vad}", models.VAD_KEY, lambda: models.resolve_vad(vad))
+    return found
+
+
+def check_model(record: Any, load: Callable[[Any], float] | None = None) -> Check:
+    """Load one resolved model for real (`models.check_loads`) and say how long it took."""
+    from elara.voice import models
+
+    load = load or models.check_loads
+    name = model_check_name(record)
+    try:
+        seconds = load(record)
+    except ElaraError as exc:
+        return failed(name, str(exc),
+                      f"reinstall it ({record.source}) or set {record.config_key} to another "
+                      "model (`elara models` lists what loads)")
+    where = record.source if record.source.startswith("package") else f"{record.source} {record.path}"
+    return passed(name, f"loads in {seconds:.2f} s ({where})")
+
+
+def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
+                 seconds: float = MODEL_SECONDS) -> list[Check]:
+    """Every configured model resolves and loads, each load within `seconds`."""
+    checks = []
+    for item in resolve_models(settings):
+        if isinstance(item, Check):
+            checks.append(item)
+            continue
+        checks.extend(_bounded_checks(
+            [model_check_name(item)], seconds, lambda item=item: [check_model(item, load)],
+            f"check that the machine is not overloaded, or set {item.config_key} to a smaller model"))
+    return checks
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Ollama
+
+
+def ollama_timeout(settings: Settings) -> float:
+    """The doctor's HTTP timeout: LanguageModel.TimeoutSeconds, at most OLLAMA_MAX_SECONDS."""
+    return min(float(settings.language_model.timeout_seconds), OLLAMA_MAX_SECONDS)
+
+
+def check_language_model(settings: Settings) -> Check:
+    """Ollama answers at LanguageModel.Host and has LanguageModel.Model pulled."""
+    from elara.llm import OllamaLanguageModel, make_client
+
+    lm = settings.language_model
+    seconds = ollama_timeout(settings)
+    llm = OllamaLanguageModel(make_client(lm.host, seconds), model=lm.model, host=lm.host,
+                              keep_alive=lm.keep_alive, options=dict(lm.options),
+                              timeout_seconds=seconds)
+
+    async def ask():
+        try:
+            return await llm.check()
+        finally:
+            await llm.aclose()
+
+    try:
+        info = asyncio.run(ask())
+    except LanguageModelError as exc:
+        fixes = {
+            "unreachable": "start Ollama (`ollama serve`, or `systemctl start ollama`), or set "
+                           "LanguageModel.Host to where it runs",
+            "model_missing": f"run `ollama pull {lm.model}`, or set LanguageModel.Model to a "
+                             "model `ollama list` shows",
+            "timeout": "check `ollama ps` and Ollama's log; a busy server may need a higher "
+                       "LanguageModel.TimeoutSeconds",
+        }
+        fix = fixes.get(exc.code, "check Ollama's log, LanguageModel.Host and LanguageModel.Model")
+        return failed(LANGUAGE_MODEL, str(exc), fix)
+    about = ", ".join(part for part in (info.family, info.parameter_size, info.quantization) if part)
+    return passed(LANGUAGE_MODEL, f"{lm.host} has {info.name}" + (f" ({about})" if about else ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the encryption key
+
+
+def check_encryption_key(settings: Settings) -> Check:
+    """Context.EncryptionKey is not the published default passphrase."""
+    from elara.conversation.crypto import DEFAULT_PASSPHRASE
+
+    if settings.context.encryption_key == DEFAULT_PASSPHRASE:
+        return failed(
+            ENCRYPTION_KEY,
+            "Context.EncryptionKey is the default passphrase, which anyone can read: the history "
+            "is not private",
+            "set Context.EncryptionKey to a secret passphrase (in a config file only you can "
+            "read, or ELARA__Context__EncryptionKey), or Context.EncryptionKeyFile, or a systemd "
+            "credential `elara-key`; history written with the old key won't decrypt with the new "
+            "one, so `elara history export` it first or `elara history purge --older-than 0d`")
+    return passed(ENCRYPTION_KEY, "Context.EncryptionKey is not the default passphrase")
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. the conversation store
+
+
+class _DropRecords(logging.Filter):
+    """Keeps a logger quiet while the doctor reports the same things itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+def check_store(settings: Settings) -> list[Check]:
+    """The history decrypts with the configured key and its permissions are private.
+
+    Reads only: a store directory that does not exist yet is fine and is not created.
+    """
+    from elara import wiring
+
+    root = wiring.store_root(settings)
+    if not os.path.lexists(root):
+        return [passed(HISTORY, f"no history yet ({root} does not exist; Elara creates it on first use)")]
+    if not root.is_dir():
+        return [failed(HISTORY, f"the history path {root} is not a directory",
+                       "move it away, or set Context.StorageRoot to a directory")]
+    return [check_store_decrypts(settings, root), check_store_permissions(root)]
+
+
+def check_store_decrypts(settings: Settings, root: Path) -> Check:
+    """Open the existing store at `root` with the configured key and try every message file."""
+    from elara.conversation.store import ConversationStore
+
+    store_log = logging.getLogger("elara.conversation.store")
+    quiet = _DropRecords()
+    store_log.addFilter(quiet)  # the default-key and skipped-file warnings are reported below
+    try:
+        try:
+            store = ConversationStore(root, settings.context.encryption_key, clock=lambda: _EPOCH)
+            report = store.verify()
+        except WrongKeyError as exc:
+            return failed(HISTORY, str(exc),
+                          "set Context.EncryptionKey to the passphrase the history was written with")
+        except StoreError as exc:
+            return failed(HISTORY, str(exc),
+                          f"make {root} readable by the user running Elara (`chmod 700 "
+                          f"{shlex.quote(str(root))}`), or set Context.StorageRoot")
+    finally:
+        store_log.removeFilter(quiet)
+    total = report.readable + len(report.unreadable)
+    if report.unreadable:
+        return failed(
+            HISTORY,
+            f"{len(report.unreadable)} of {total} message files in {root} don't decrypt or "
+            "parse (damaged, or written with another key); Elara skips them",
+            "run `elara history verify` to see which, then move them out of the directory")
+    if not total:
+        return passed(HISTORY, f"no messages yet ({root})")
+    return passed(HISTORY, f"all {total} messages decrypt ({root})")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def check_store_permissions(root: Path) -> Check:
+    """The directory is mode 0700 and owned by this user; each message file is mode 0600 and ours."""
+    from elara.conversation.store import NAME_PATTERN
+
+    uid = os.getuid()
+    me = _user_name(uid)
+    quoted = shlex.quote(str(root))
+    problems: list[str] = []
+    fixes: list[str] = []
+    try:
+        info = root.stat()
+        wrong_mode: list[tuple[str, int]] = []
+        foreign: list[str] = []
+        files = 0
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if not NAME_PATTERN.fullmatch(entry.name):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                files += 1
+                if stat.S_IMODE(st.st_mode) != 0o600:
+                    wrong_mode.append((entry.name, stat.S_IMODE(st.st_mode)))
+                if st.st_uid != uid:
+                    foreign.append(entry.name)
+    except OSError as exc:
+        return failed(HISTORY_PERMISSIONS, f"cannot read {root}: {exc.strerror or exc}",
+                      f"sudo chown -R {me}: {quoted} && chmod 700 {quoted}")
+
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid != uid:
+        problems.append(f"{root} is owned by {_user_name(info.st_uid)}, not {me}")
+    if foreign:
+        problems.append(f"{len(foreign)} message files are owned by another user (e.g. {min(foreign)})")
+    if info.st_uid != uid or foreign:
+        fixes.append(f"sudo chown -R {me}: {quoted}")
+    if mode != 0o700:
+        problems.append(f"{root} has mode {mode:04o}, not 0700")
+        fixes.append(f"chmod 700 {quoted}")
+    if wrong_mode:
+        name, bad = min(wrong_mode)
+        problems.append(f"{len(wrong_mode)} message files are not mode 0600 (e.g. {name} is {bad:04o})")
+        fixes.append(f"chmod 600 {quoted}/*.json")
+    if problems:
+        return failed(HISTORY_PERMISSIONS, "; ".join(problems), " && ".join(fixes))
+    return passed(HISTORY_PERMISSIONS,
+                  f"directory 0700 and {files} message files 0600, all owned by {me}")
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. systemd units
+
+
+def check_units(config_path: str | os.PathLike[str] | None = None) -> Check:
+    """The packaged systemd units render (with `--config config_path`, if given) and pass
+    `systemd-analyze verify` (elara.units). Renders into a temporary directory only."""
+    try:
+        from elara.units import verify_units
+    except ImportError as exc:
+        return failed(UNITS, f"unit check unavailable ({exc})",
+                      "update Elara to a version with elara/units.py; meanwhile check the units "
+                      "with `systemd-analyze verify`")
+    try:
+        with tempfile.TemporaryDirectory(prefix="elara-doctor-") as tmp:
+            explicit = config_path or os.environ.get("ELARA_CONFIG")
+            config = Path(explicit).expanduser() if explicit else None
+            problems = list(verify_units(Path(tmp), config=config))
+    except (ElaraError, OSError, ValueError) as exc:
+        return failed(UNITS, f"the units could not be checked: {exc}",
+                      "install systemd (`systemd-analyze`) or check the units by hand")
+    if problems:
+        return failed(UNITS, "; ".join(problems),
+                      "fix what `systemd-analyze verify` reports in the units under systemd/")
+    return passed(UNITS, "elara.service and elara-system.service verify")
+
+
+# ---------------------------------------------------------------------------------------------
+# all of them
+
+
+def run_checks(config_path: str | os.PathLike[str] | None = None, *,
+               report: Callable[[Check], None] | None = None,
+               load_model: Callable[[Any], float] | None = None) -> list[Check]:
+    """Run every check in order; `report` is called with each as it finishes.
+
+    Checks that need settings fail with NEEDS_CONFIG when the configuration is invalid.
+    `load_model` replaces `models.check_loads` (tests share one load per model).
+    """
+    results: list[Check] = []
+
+    def emit(checks: Iterable[Check]) -> None:
+        for check in checks:
+            results.append(check)
+            if report is not None:
+                report(check)
+
+    config = bounded(
+        CONFIG_SECONDS, lambda: check_config(config_path),
+        lambda: (failed(CONFIGURATION, f"reading the configuration took over {CONFIG_SECONDS:g} s",
+                        "check the config files are ordinary files (not a pipe or a hung mount)"), None),
+        lambda exc: (failed(CONFIGURATION, f"{type(exc).__name__}: {exc}",
+                            "check the config files (`elara config check`)"), None))
+    emit([config[0]])
+    settings = config[1]
+    if settings is None:
+        emit(failed(name, NEEDS_CONFIG, FIX_CONFIG_FIRST)
+             for name in (INPUT_DEVICE, OUTPUT_DEVICE, MODELS, LANGUAGE_MODEL, ENCRYPTION_KEY, HISTORY))
+    else:
+        emit(_bounded_checks((INPUT_DEVICE, OUTPUT_DEVICE), DEVICE_SECONDS,
+                             lambda: check_devices(settings),
+                             "check the sound server (PulseAudio/PipeWire) is running for this user"))
+        emit(check_models(settings, load_model))
+        seconds = 2 * ollama_timeout(settings) + 5
+        emit(_bounded_checks((LANGUAGE_MODEL,), seconds, lambda: [check_language_model(settings)],
+                             "check Ollama (`ollama ps`, its log) and LanguageModel.Host"))
+        emit([check_encryption_key(settings)])
+        emit(_bounded_checks((HISTORY,), STORE_SECONDS, lambda: check_store(settings),
+                             "check the disk holding Context.StorageRoot"))
+    emit(_bounded_checks((UNITS,), UNITS_SECONDS, lambda: [check_units(config_path)],
+                         "run `systemd-analyze verify` on the units by hand"))
+    return results
