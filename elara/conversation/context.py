@@ -51,18 +51,28 @@ def estimate_tokens(text: str) -> int:
 
 
 class TokenBudgetContextProvider:
-    """Wraps a provider and drops the oldest whole exchanges until the history fits the budget."""
+    """Wraps a provider of turns and drops the oldest whole exchanges until the history fits the
+    budget. `pinned` providers (the summary, retrieved turns) come first and are kept; their
+    tokens count against the same budget, so the turns get what is left."""
 
     def __init__(self, inner: ContextProvider, max_tokens: int | None,
-                 estimate: Callable[[str], int] = estimate_tokens) -> None:
+                 estimate: Callable[[str], int] = estimate_tokens,
+                 pinned: Sequence[ContextProvider] = ()) -> None:
         self._inner = inner
         self.max_tokens = max_tokens
         self._estimate = estimate
+        self._pinned = list(pinned)
 
     async def get_context(self, current_prompt: str, n: int) -> Sequence[ChatMessage]:
-        """The inner provider's messages, trimmed to the token budget."""
-        messages = list(await self._inner.get_context(current_prompt, n))
-        return fit_to_budget(messages, self.max_tokens, self._estimate)
+        """Pinned messages, then the inner provider's turns trimmed to the rest of the budget."""
+        pinned: list[ChatMessage] = []
+        for provider in self._pinned:
+            pinned.extend(await provider.get_context(current_prompt, n))
+        turns = list(await self._inner.get_context(current_prompt, n))
+        left = None
+        if self.max_tokens is not None:
+            left = max(0, self.max_tokens - sum(self._estimate(m.content) for m in pinned))
+        return pinned + fit_to_budget(turns, left, self._estimate)
 
 
 def fit_to_budget(messages: Sequence[ChatMessage], max_tokens: int | None,

@@ -37,11 +37,14 @@ class PromptBuilder:
     """Builds a Prompt from the system prompt, every context provider in order, and the time."""
 
     def __init__(self, system: SystemPromptProvider, providers: Sequence[ContextProvider],
-                 clock: Callable[[], datetime] = utc_now, local_zone: tzinfo | None = None) -> None:
+                 clock: Callable[[], datetime] = utc_now, local_zone: tzinfo | None = None,
+                 on_prompt: Callable[[Prompt], None] | None = None) -> None:
         self._system = system
         self._providers = list(providers)
         self._clock = clock
         self._local_zone = local_zone
+        #: told about every prompt built (context-window telemetry)
+        self.on_prompt = on_prompt
 
     async def build(self, user_input: str, n: int, *, with_context: bool = True) -> Prompt:
         """The prompt for `user_input` with up to `n` context messages; ContextError if a provider fails."""
@@ -57,5 +60,8 @@ class PromptBuilder:
                     ) from exc
         now = self._clock().astimezone(timezone.utc)
         local = now.astimezone(self._local_zone) if self._local_zone else now.astimezone()
-        return Prompt(system=system, context=tuple(context), user_input=user_input,
-                      now_utc=now, now_local=local)
+        prompt = Prompt(system=system, context=tuple(context), user_input=user_input,
+                        now_utc=now, now_local=local)
+        if self.on_prompt is not None:
+            self.on_prompt(prompt)
+        return prompt

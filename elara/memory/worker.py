@@ -1,0 +1,140 @@
+"""Memory work between turns: remembering and forgetting on request, extracting facts, embedding
+turns, summarizing. Nothing here delays a reply: work that needs the model waits until no turn is
+running, a turn that starts cancels the job in flight, and a failed job is retried later."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from elara.conversation.messages import ChatMessage
+from elara.errors import ElaraError
+
+log = logging.getLogger(__name__)
+
+Job = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class _Queued:
+    name: str
+    run: Job
+    attempts: int = 0
+    uses_model: bool = True
+
+
+@dataclass
+class WorkerCounters:
+    """How the background work went (for `elara status`)."""
+
+    done: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class MemoryWorker:
+    """A TurnObserver that queues memory jobs after each turn and runs them in the gaps."""
+
+    def __init__(self, jobs_after_turn: Callable[[ChatMessage, ChatMessage | None], list[tuple[str, Job, bool]]],
+                 *, max_attempts: int = 3, retry_seconds: float = 30.0) -> None:
+        self._jobs_after_turn = jobs_after_turn
+        self.max_attempts = max_attempts
+        self.retry_seconds = retry_seconds
+        self.counters = WorkerCounters()
+        self._queue: list[_Queued] = []
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._wakeup = asyncio.Event()
+        self._current: asyncio.Task | None = None
+        self._current_job: _Queued | None = None
+        self._runner: asyncio.Task | None = None
+
+    # -- TurnObserver --------------------------------------------------------------------------
+
+    def turn_started(self) -> None:
+        """A turn needs the model now: stop the job that is using it; it runs again later."""
+        self._idle.clear()
+        if self._current is not None and self._current_job is not None and self._current_job.uses_model:
+            self._current.cancel()
+
+    def turn_finished(self, user: ChatMessage, reply: ChatMessage | None) -> None:
+        """Queue this turn's memory work; it starts once the gap between turns has begun."""
+        for name, run, uses_model in self._jobs_after_turn(user, reply):
+            # One pending job of a name is enough (two summaries in a row would do the same work).
+            if name.startswith("summar") and any(q.name == name for q in self._queue):
+                continue
+            self._queue.append(_Queued(name, run, uses_model=uses_model))
+        self._idle.set()
+        self._wakeup.set()
+
+    # -- running -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the worker as a task of the current event loop."""
+        if self._runner is None:
+            self._runner = asyncio.create_task(self._run(), name="memory")
+
+    async def stop(self) -> None:
+        """Stop the worker; pending jobs are dropped (they are re-derived from the store later)."""
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = None
+
+    @property
+    def pending(self) -> int:
+        """Jobs waiting or running."""
+        return len(self._queue) + (1 if self._current is not None else 0)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until every queued job has run (a one-shot command before it exits)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.pending and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        return not self.pending
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            await self._idle.wait()  # never compete with a turn for the model
+            job = self._queue.pop(0)
+            self._current_job = job
+            self._current = asyncio.create_task(job.run(), name=f"memory-{job.name}")
+            try:
+                await self._current
+                self.counters.done += 1
+            except asyncio.CancelledError:
+                if self._runner is not None and self._runner.cancelling():
+                    raise
+                self.counters.interrupted += 1
+                self._queue.insert(0, job)  # a turn took the model: do it again afterwards
+            except ElaraError as exc:
+                self._failed(job, exc.code, str(exc))
+            except Exception as exc:  # a broken summary or fact must not end the worker
+                log.exception("memory job %s failed", job.name)
+                self._failed(job, type(exc).__name__, str(exc))
+            finally:
+                self._current = self._current_job = None
+
+    def _failed(self, job: _Queued, code: str, message: str) -> None:
+        self.counters.failed += 1
+        self.counters.errors[code] = self.counters.errors.get(code, 0) + 1
+        job.attempts += 1
+        if job.attempts < self.max_attempts:
+            log.warning("memory job %s failed (%s), retrying in %.0f s: %s", job.name, code,
+                        self.retry_seconds, message)
+            asyncio.get_running_loop().call_later(self.retry_seconds, self._requeue, job)
+        else:
+            log.warning("memory job %s failed %d times, giving up until the next turn: %s",
+                        job.name, job.attempts, message)
+
+    def _requeue(self, job: _Queued) -> None:
+        self._queue.append(job)
+        self._wakeup.set()
