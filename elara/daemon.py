@@ -18,6 +18,7 @@ from elara.config import load_settings_with_sources
 from elara.dialogue import Dialogue
 from elara.errors import ElaraError, LanguageModelError
 from elara.logs import configure as configure_logging
+from elara.memory.manager import Memory
 from elara.notify import SystemdNotifier
 from elara.paths import status_socket
 from elara.settings import Settings
@@ -107,11 +108,14 @@ class Daemon:
                  s.text_to_speech.voice, synthesizer.load_seconds)
         self.llm = wiring.make_language_model(s)
         warming = asyncio.create_task(self._check_model(self.llm), name="model-check")
+        self.memory = await self._open_memory(s)
+        self.monitor = wiring.make_monitor(s)
         self.speaker = Speaker(s.audio.output_device)
         self.microphone = Microphone(s.audio.input_device)
         self.speech = SpeechSink(synthesizer, self.speaker,
                                  first_chunk_words=s.text_to_speech.first_chunk_words)
-        self.orchestrator = wiring.make_orchestrator(s, self.store, self.llm, self.speech)
+        self.orchestrator = wiring.make_orchestrator(s, self.store, self.llm, self.speech,
+                                                     self.memory, self.monitor)
         self.loop = VoiceLoop(
             dialogue=Dialogue.from_settings(s.listening, s.audio), wake=wake,
             vad=create_vad(s.listening.vad), vad_threshold=s.listening.vad_threshold,
@@ -121,7 +125,8 @@ class Daemon:
             pre_roll_ms=s.listening.pre_roll_ms, speaker_tail_ms=s.audio.speaker_tail_ms,
             wake_phrases=_phrases(wake))
         self.loop.on_state = lambda state: self.notifier.status(STATUS_TEXT.get(state, state))
-        status = StatusServer(status_socket(), self.snapshot)
+        status = StatusServer(status_socket(), self.snapshot,
+                              {"reload-memory": lambda: self.memory.reload_facts()})
         self._install_signals()
         await status.start()
         await self.microphone.start()
@@ -129,7 +134,8 @@ class Daemon:
         # Only now is Elara really listening: models loaded, microphone open.
         self.notifier.ready(STATUS_TEXT["idle"])
         log.info("Elara %s is ready (started in %.1f s)", __version__, time.monotonic() - self.started_at)
-        helpers = [asyncio.create_task(self._serve_reloads(), name="reloads")]
+        helpers = [asyncio.create_task(self._serve_reloads(), name="reloads"),
+                   asyncio.create_task(self._daily_retention(), name="retention")]
         if self.notifier.watchdog_interval:
             helpers.append(asyncio.create_task(self._watchdog(), name="watchdog"))
         failure: BaseException | None = None
@@ -142,6 +148,7 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*helpers, self._runner, warming, return_exceptions=True)
             await self.loop.shutdown()
+            await self.memory.worker.stop()
             await status.stop()
             await self.microphone.stop()
             await self.speaker.stop()
@@ -164,6 +171,21 @@ class Daemon:
                     return runner.exception() if not runner.cancelled() else None
         finally:
             stopper.cancel()
+
+    async def _open_memory(self, settings: Settings) -> Memory:
+        memory = Memory(settings, self.store, lambda: self.llm)
+        await asyncio.to_thread(memory.apply_retention)
+        await memory.load()
+        memory.worker.start()
+        return memory
+
+    async def _daily_retention(self) -> None:
+        while True:
+            await asyncio.sleep(24 * 3600)
+            try:
+                await asyncio.to_thread(self.memory.apply_retention)
+            except ElaraError as exc:  # a store problem today; tomorrow may be better
+                log.error("retention failed: %s", exc)
 
     def _start_runner(self) -> asyncio.Task:
         return asyncio.create_task(self.loop.run(self.microphone.frames()), name="voice-loop")
@@ -247,6 +269,10 @@ class Daemon:
         llm = self.llm
         if new.language_model != old.language_model:
             llm = wiring.make_language_model(new)
+        memory = self.memory
+        if (new.memory, new.context) != (old.memory, old.context):
+            memory = Memory(new, self.store, lambda: self.llm)
+            await memory.load()
 
         # Nothing below can fail on bad settings: swap the new parts in.
         configure_logging(new.logging.level)
@@ -254,9 +280,17 @@ class Daemon:
             if getattr(new.context, key) != getattr(old.context, key):
                 log.warning("Context.%s changed: it takes effect when Elara restarts",
                             "".join(w.title() for w in key.split("_")))
+        if memory is not self.memory:
+            await self.memory.worker.stop()
+            self.memory = memory
+            memory.worker.start()
+            self.orchestrator.observers = [memory.worker]
+        else:
+            await memory.reload_facts()  # `elara memory forget` from another process
+        self.monitor.num_ctx = wiring.make_monitor(new).num_ctx
         await self.orchestrator.reconfigure(
-            builder=wiring.make_builder(new, self.store), renderer=wiring.make_renderer(new),
-            llm=llm, context_size=new.context.last_n)
+            builder=wiring.make_builder(new, self.store, self.memory, self.monitor),
+            renderer=wiring.make_renderer(new), llm=llm, context_size=new.context.last_n)
         if llm is not self.llm:
             old_llm, self.llm = self.llm, llm
             await old_llm.aclose()
@@ -319,10 +353,27 @@ class Daemon:
                 "rejected_reloads": self.counters.rejected_reloads,
             },
             "last_turn": loop.last_timings,
+            "context_window": _usage(self.monitor.last),
+            "memory": {
+                "facts": len(self.memory.facts.facts()) if self.memory.facts else None,
+                "summarized_turns": (self.memory.summaries.latest.turns
+                                     if self.memory.summaries and self.memory.summaries.latest else 0),
+                "indexed_turns": len(self.memory.index) if self.memory.index is not None else None,
+                "jobs_pending": self.memory.worker.pending,
+                "jobs_done": self.memory.worker.counters.done,
+                "jobs_failed": self.memory.worker.counters.failed,
+            },
             "context": {"last_n": self.orchestrator.context_size,
                         "store": str(self.store.root)},
             "config_files": list(self._config_files),
         }
+
+
+def _usage(usage) -> dict | None:
+    if usage is None:
+        return None
+    return {"parts": dict(usage.parts), "total": usage.total, "num_ctx": usage.num_ctx,
+            "fraction": round(usage.fraction, 3)}
 
 
 def _phrases(wake: WakeWordDetector) -> tuple[str, ...]:

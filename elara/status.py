@@ -9,7 +9,7 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from elara.errors import ElaraError
 
@@ -26,9 +26,12 @@ class DaemonNotRunning(ElaraError):
 class StatusServer:
     """Serves `snapshot()` as JSON to whoever connects and says `status`."""
 
-    def __init__(self, path: Path, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, path: Path, snapshot: Callable[[], dict[str, Any]],
+                 actions: dict[str, Callable[[], Awaitable[None]]] | None = None) -> None:
         self.path = path
         self._snapshot = snapshot
+        #: other one-line requests the daemon acts on (e.g. `reload-memory`)
+        self._actions = dict(actions or {})
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -63,6 +66,9 @@ class StatusServer:
             request = (await asyncio.wait_for(reader.readline(), 2.0)).decode(errors="replace").strip()
             if request == "status":
                 reply = self._snapshot()
+            elif request in self._actions:
+                await self._actions[request]()
+                reply = {"done": request}
             else:
                 reply = {"error": f"unknown request {request[:40]!r}; try 'status'"}
             writer.write(json.dumps(reply).encode() + b"\n")
@@ -83,13 +89,13 @@ def _answers(path: Path) -> bool:
             return False
 
 
-def query_status(path: Path, timeout: float = 3.0) -> dict[str, Any]:
-    """Ask the daemon for its status; DaemonNotRunning when nothing answers."""
+def query_status(path: Path, timeout: float = 3.0, request: str = "status") -> dict[str, Any]:
+    """Ask the daemon for its status (or another request); DaemonNotRunning when nothing answers."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.settimeout(timeout)
         try:
             client.connect(str(path))
-            client.sendall(b"status\n")
+            client.sendall(request.encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):
                 chunk = client.recv(65536)

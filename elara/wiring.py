@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Mapping
 
 from elara import personalities
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
-from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
+from elara.conversation import telemetry
+from elara.conversation.messages import Prompt
+from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder, SystemPromptProvider
+from elara.conversation.redaction import Redactor
 from elara.conversation.render import OllamaChatRenderer, PromptRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
 from elara.errors import ConfigError
 from elara.llm import OllamaLanguageModel, make_client
+from elara.memory.manager import Memory
 from elara.orchestrator import Orchestrator, SentenceSink
 from elara.paths import default_store_root
 from elara.settings import Settings
@@ -24,7 +29,11 @@ def store_root(settings: Settings) -> Path:
     return Path(configured).expanduser() if configured else default_store_root()
 
 
+log = logging.getLogger(__name__)
+
 CREDENTIAL_NAME = "elara-key"
+#: Ollama's context window when LanguageModel.Options sets no num_ctx
+DEFAULT_NUM_CTX = 4096
 
 
 def encryption_passphrase(settings: Settings, env: Mapping[str, str] | None = None) -> str:
@@ -73,19 +82,47 @@ def make_renderer(settings: Settings) -> PromptRenderer:
     return OllamaChatRenderer() if settings.language_model.api == "chat" else TranscriptRenderer()
 
 
-def make_builder(settings: Settings, store: ConversationStore) -> PromptBuilder:
-    """The prompt builder: the configured system prompt, Last-N history under the token budget."""
-    context = TokenBudgetContextProvider(LastNContextProvider(store),
-                                         settings.context.max_history_tokens)
+class ContextMonitor:
+    """Measures every prompt against the model's context window: DEBUG figures, a WARNING above
+    80 %, and the last measurement for `elara status`."""
+
+    def __init__(self, num_ctx: int) -> None:
+        self.num_ctx = num_ctx
+        self.last: telemetry.ContextUsage | None = None
+
+    def __call__(self, prompt: Prompt) -> None:
+        """Measure one prompt."""
+        self.last = telemetry.measure(prompt, self.num_ctx)
+        telemetry.check(self.last, log)
+
+
+def make_builder(settings: Settings, store: ConversationStore, memory: Memory | None = None,
+                 monitor: ContextMonitor | None = None) -> PromptBuilder:
+    """The prompt builder: the personality's system prompt (with what Elara knows about the
+    user), then the summary and retrieved turns, then the recent turns, all under the budget."""
     lm = settings.language_model
     preset = personalities.resolve(lm.personality, settings.personalities)
-    prompt = personalities.system_prompt(preset, lm.system_prompt)
-    return PromptBuilder(ConfigSystemPrompt(prompt), [context])
+    system: SystemPromptProvider = ConfigSystemPrompt(personalities.system_prompt(preset, lm.system_prompt))
+    pinned = []
+    if memory is not None:
+        system = memory.system_prompt(system)
+        pinned = memory.pinned_context()
+    context = TokenBudgetContextProvider(LastNContextProvider(store),
+                                         settings.context.max_history_tokens, pinned=pinned)
+    return PromptBuilder(system, [context], on_prompt=monitor)
+
+
+def make_monitor(settings: Settings) -> ContextMonitor:
+    """The context-window monitor for the configured num_ctx (Ollama's default when unset)."""
+    return ContextMonitor(int(settings.language_model.options.get("num_ctx", DEFAULT_NUM_CTX)))
 
 
 def make_orchestrator(settings: Settings, store: ConversationStore, llm: OllamaLanguageModel,
-                      sink: SentenceSink) -> Orchestrator:
-    """The orchestrator over the store, the model and a sink."""
-    return Orchestrator(store=store, builder=make_builder(settings, store),
+                      sink: SentenceSink, memory: Memory | None = None,
+                      monitor: ContextMonitor | None = None) -> Orchestrator:
+    """The orchestrator over the store, the model, a sink and (optionally) memory."""
+    return Orchestrator(store=store, builder=make_builder(settings, store, memory, monitor),
                         renderer=make_renderer(settings), llm=llm, sink=sink,
-                        context_size=settings.context.last_n)
+                        context_size=settings.context.last_n,
+                        redact=Redactor(settings.context.redact),
+                        observers=[memory.worker] if memory is not None else [])

@@ -178,6 +178,10 @@ class FakeOllamaServer:
         with self._lock:
             return [body for p, body in self.requests if p == path]
 
+    def turns(self) -> list[dict]:
+        """The streamed /api/chat bodies: the conversation's turns, not background memory work."""
+        return [body for body in self.bodies("/api/chat") if body.get("stream", True) is not False]
+
     def has_model(self, name: str) -> bool:
         """True when `name` is installed (the `:latest` tag is implied, as in Ollama)."""
         return canonical_model(name) in {canonical_model(m) for m in set(self.models)}

@@ -34,7 +34,7 @@ def words(text: str) -> str:
 
 
 def chats(server):
-    return [body for path, body in server.requests if path == "/api/chat"]
+    return server.turns()
 
 
 @pytest.fixture

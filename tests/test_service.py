@@ -66,7 +66,7 @@ def status(env):
 
 
 def chats(server):
-    return [body for path, body in server.requests if path == "/api/chat"]
+    return server.turns()
 
 
 @pytest.fixture

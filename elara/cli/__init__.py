@@ -8,6 +8,7 @@ import sys
 
 from elara import __version__
 from elara.cli import config_cmd, conversation, doctor, history, service, voice
+from elara.cli import memory as memory_cli
 from elara.config import load_settings
 from elara.errors import ElaraError
 from elara.logs import configure
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     voice.add_commands(commands)
     service.add_commands(commands)
     doctor.add_commands(commands)
+    memory_cli.add_commands(commands)
     history.add_commands(commands)
     config_cmd.add_commands(commands)
     return parser

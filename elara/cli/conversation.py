@@ -12,6 +12,7 @@ from elara import wiring
 from elara.conversation.messages import PromptReady
 from elara.errors import LanguageModelError
 from elara.llm import OllamaLanguageModel
+from elara.memory.manager import Memory
 from elara.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,9 +62,18 @@ class TeeSink:
             await sink.say(sentence)
 
 
+async def _open_memory(settings: Settings, store, llm) -> Memory:
+    memory = Memory(settings, store, lambda: llm)
+    await asyncio.to_thread(memory.apply_retention)
+    await memory.load()
+    memory.worker.start()
+    return memory
+
+
 async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
     store = wiring.open_store(settings)
     llm = wiring.make_language_model(settings)
+    memory = await _open_memory(settings, store, llm)
     printer = PrintSink()
     speech = speaker = None
     sink = printer
@@ -77,12 +87,16 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
                             first_chunk_words=settings.text_to_speech.first_chunk_words)
         sink = TeeSink(printer, speech)
     try:
-        result = await wiring.make_orchestrator(settings, store, llm, sink).on_prompt_ready(
+        result = await wiring.make_orchestrator(settings, store, llm, sink, memory).on_prompt_ready(
             PromptReady(text))
         if speech is not None:
             await speech.finish()
+        printer.end_reply()
+        # The reply is out; what this turn taught Elara is stored before the process ends.
+        await memory.worker.drain(settings.language_model.timeout_seconds)
     finally:
         printer.end_reply()
+        await memory.worker.stop()
         if speaker is not None:
             await speaker.close()
         await llm.aclose()
@@ -95,8 +109,9 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
 async def _chat(settings: Settings) -> int:
     store = wiring.open_store(settings)
     llm = wiring.make_language_model(settings)
+    memory = await _open_memory(settings, store, llm)
     sink = PrintSink()
-    orchestrator = wiring.make_orchestrator(settings, store, llm, sink)
+    orchestrator = wiring.make_orchestrator(settings, store, llm, sink, memory)
     interactive = sys.stdin.isatty()
     # Load the model while the user types the first question, so that answer isn't slowed by it.
     warming = asyncio.create_task(_check_and_warm(llm))
@@ -109,8 +124,10 @@ async def _chat(settings: Settings) -> int:
                 sys.stdout.write("elara> ")
             await orchestrator.on_prompt_ready(PromptReady(line.strip()))
             sink.end_reply()
+        await memory.worker.drain(settings.language_model.timeout_seconds)
     finally:
         warming.cancel()
+        await memory.worker.stop()
         await llm.aclose()
     return 0
 

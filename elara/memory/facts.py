@@ -1,0 +1,609 @@
+"""Facts about the user: short third-person sentences kept in the store and shown to the model.
+
+A fact is one System-role record of kind `fact` whose content is the sentence and whose metadata
+is `{"kind": "fact", "id": <8 hex>, "created": <ISO 8601>, "source": "explicit"|"model"}`.
+
+Conventions, chosen so that every part agrees:
+
+- **Third person.** Facts are stored as sentences about "the user" ("The user is vegetarian.",
+  "The user's sister's birthday is on 3 May."). `third_person` rewrites the user's own words with
+  a small pronoun rewrite: I'm/I am → the user is, I <verb> → the user <verb>s, my/mine → the
+  user's, me/myself → the user.
+- **Same fact.** Two facts are the same when their normalized texts are equal (`normalize`:
+  first person → third person, lower case, contractions expanded, punctuation and articles
+  dropped, whitespace collapsed). Remembering the same fact again writes nothing.
+- **An update.** A new fact replaces an old one when both have the same *subject* (`subject`):
+  either a possessive phrase of up to six words followed by is/are/was/were (or "is called",
+  "is named") — "The user's name is", "The user's sister's birthday is" — or "The user" followed
+  by a single-valued verb phrase: lives in/at/near, works at/as/for/in, is from, comes from,
+  is called, is named, goes by, was born in/on. "The user is vegetarian" and "The user is a
+  teacher" have no subject in this sense and are both kept. The update keeps the old id and
+  created time: the new record is appended first, then the old file deleted, so a crash in
+  between leaves two records with one id, and the next `load` keeps the newest.
+- **Forgetting** by id, by an id prefix of at least 4 characters, or by words: every fact whose
+  words include all the query's significant words (stop words such as "the", "user", "is",
+  "about" do not count; a query of stop words alone forgets nothing). Forgotten facts' files are
+  deleted, so they are gone from disk, not hidden.
+
+`FactBook` is blocking (callers use asyncio.to_thread) and thread-safe; `parse_memory_request`
+and the text helpers are pure; `FactExtractor` asks the model; `FactsSystemPrompt` adds the facts
+to the system prompt from memory, without touching the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+from elara.conversation.messages import ChatRole
+from elara.conversation.prompts import SystemPromptProvider, utc_now
+from elara.conversation.store import ConversationStore
+from elara.errors import LanguageModelError, StoreError
+from elara.memory.records import FACT, kind_of, memory_record
+
+log = logging.getLogger(__name__)
+
+#: The metadata keys of a fact record (besides `kind`).
+ID = "id"
+CREATED = "created"
+SOURCE = "source"
+#: Where a fact came from: the user asked for it, or the model picked it out of a conversation.
+EXPLICIT = "explicit"
+MODEL = "model"
+
+#: The heading of the facts in the system prompt.
+SYSTEM_BLOCK_HEADING = "What you know about the user:"
+#: The shortest id prefix `forget` accepts, so a short word is never taken for an id.
+MIN_ID_PREFIX = 4
+#: Limits on what the extractor may return.
+MAX_EXTRACTED = 5
+MAX_FACT_CHARS = 200
+
+#: The JSON schema the extractor asks Ollama to constrain its reply to.
+FACTS_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+    "required": ["facts"],
+}
+
+_ID_PATTERN = re.compile(r"[0-9a-f]{4,64}")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One remembered fact about the user and the record file it lives in."""
+
+    id: str
+    text: str
+    created: datetime
+    updated: datetime
+    path: Path
+    source: str = EXPLICIT
+
+
+# -- text rules (pure) -------------------------------------------------------------------------
+
+# Modal and past-tense words that follow "I" unchanged in the third person.
+_UNCHANGED_AFTER_I = frozenset(
+    "can could will would should shall must might may was had did didn't can't cannot won't "
+    "wouldn't couldn't shouldn't wasn't hadn't grew went got made said met ran began became came "
+    "knew took left lost bought saw wrote thought felt found gave kept told used".split())
+_IRREGULAR_AFTER_I = {"have": "has", "do": "does", "go": "goes", "am": "is", "don't": "doesn't",
+                      "haven't": "hasn't", "'m": "is", "are": "is", "aren't": "isn't"}
+_ADVERBS = frozenset("also really usually never always often just still actually only sometimes "
+                     "mostly generally rarely currently now".split())
+_I_CONTRACTIONS = {"i'm": "the user is", "i've": "the user has", "i'll": "the user will",
+                   "i'd": "the user would"}
+_OBJECT_PRONOUNS = {"my": "the user's", "mine": "the user's", "me": "the user",
+                    "myself": "the user"}
+
+
+def third_person(text: str) -> str:
+    """The user's first-person words as a sentence about the user: "I'm vegetarian" →
+    "The user is vegetarian."; capitalised, ending with a full stop."""
+    text = " ".join(text.replace("\u2019", "'").split())
+    if not text:
+        return ""
+    text = re.sub(r"(?<![\w'])[Ii] am(?![\w'])", "the user is", text)
+    text = re.sub(r"(?<![\w'])[Ii] do not(?![\w'])", "the user does not", text)
+    text = re.sub(r"(?<![\w'])[Ii]('m|'ve|'ll|'d)(?![\w'])",
+                  lambda m: _I_CONTRACTIONS["i" + m[1].lower()], text)
+    text = re.sub(r"(?<![\w'])[Ii] (?:(\w+) )?([\w']+)", _conjugate_after_i, text)
+    text = re.sub(r"(?<![\w'])[Ii](?![\w'])", "the user", text)  # a lone "I" left over
+    text = re.sub(r"(?<![\w'])(my|mine|me|myself)(?![\w'])",
+                  lambda m: _OBJECT_PRONOUNS[m[1].lower()], text, flags=re.IGNORECASE)
+    text = text[0].upper() + text[1:]
+    if text[-1] not in ".!?":
+        text += "."
+    return text
+
+
+def _conjugate_after_i(match: re.Match[str]) -> str:
+    adverb, verb = match[1], match[2]
+    if adverb is not None and adverb.lower() not in _ADVERBS:
+        # "I <word> <word>": the first word is the verb; conjugate it, keep the second.
+        return f"the user {_third_person_verb(adverb)} {verb}"
+    prefix = f"the user {adverb} " if adverb else "the user "
+    return prefix + _third_person_verb(verb)
+
+
+def _third_person_verb(verb: str) -> str:
+    lower = verb.lower()
+    if lower in _IRREGULAR_AFTER_I:
+        return _IRREGULAR_AFTER_I[lower]
+    if lower in _UNCHANGED_AFTER_I or lower.endswith("ed") or not lower.isalpha():
+        return verb
+    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(lower) > 1 and lower.endswith("y") and lower[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+_CONTRACTIONS = ((r"n't\b", " not"), (r"'re\b", " are"), (r"'ve\b", " have"), (r"'ll\b", " will"),
+                 (r"'m\b", " am"), (r"'d\b", " would"))
+
+
+def normalize(text: str) -> str:
+    """The comparable form of a fact: third person, lower case, contractions expanded, no
+    punctuation or articles, single spaces ("I'm vegetarian!" → "user is vegetarian")."""
+    text = third_person(text).lower() if text.strip() else ""
+    text = text.replace("can't", "can not").replace("won't", "will not")
+    for pattern, replacement in _CONTRACTIONS:
+        text = re.sub(pattern, replacement, text)
+    text = re.sub(r"[^\w\s']", " ", text)
+    text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)  # quotes, not apostrophes inside words
+    return " ".join(word for word in text.split() if word not in ("a", "an", "the"))
+
+
+_LINK_VERBS = r"is called|is named|are called|are named|is|are|was|were"
+_OWN_VERBS = (r"is called|is named|goes by|is from|comes from|lives in|lives at|lives near|"
+              r"works at|works as|works for|works in|was born in|was born on")
+_POSSESSIVE_SUBJECT = re.compile(rf"^(user's(?: \S+){{0,5}}?) ({_LINK_VERBS})(?: |$)")
+_USER_SUBJECT = re.compile(rf"^user ({_OWN_VERBS})(?: |$)")
+
+
+def subject(text: str) -> str | None:
+    """What a fact is about, when it can hold only one value ("user's name is", "user lives in"),
+    or None; two facts with the same subject are versions of one fact."""
+    normalized = normalize(text)
+    match = _POSSESSIVE_SUBJECT.match(normalized)
+    if match:
+        return f"{match[1]} {match[2]}"
+    match = _USER_SUBJECT.match(normalized)
+    if match:
+        return f"user {match[1]}"
+    return None
+
+
+_STOP_WORDS = frozenset(
+    "a an the that this these those user i me my mine myself you your is am are was were be been "
+    "being do does did has have had about of to in on at for and or what where when who whom how "
+    "which whether it its fact facts thing things know remember forget please all everything "
+    "anything something".split())
+
+
+def significant_words(text: str) -> set[str]:
+    """The words of text that identify a fact: normalized, stemmed crudely ("sister's" →
+    "sister", "lives" → "live"), without stop words."""
+    words = set()
+    for word in normalize(text).split():
+        if word.endswith("'s"):
+            word = word[:-2]
+        if word in _STOP_WORDS:
+            continue
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        words.add(word)
+    return words
+
+
+# -- explicit requests (pure) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Remember:
+    """The user asked Elara to remember this fact (already in the third person)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Forget:
+    """The user asked Elara to forget the facts matching this query (in the third person)."""
+
+    query: str
+
+
+@dataclass(frozen=True)
+class ForgetAll:
+    """The user asked Elara to forget every fact about them."""
+
+
+#: What `parse_memory_request` finds in an explicit request.
+MemoryRequest = Remember | Forget | ForgetAll
+
+_ADDRESS = re.compile(r"^(?:(?:hey|hi|ok|okay|oh)\s+)?elara\b[\s,:;.!-]*", re.IGNORECASE)
+_POLITE = re.compile(
+    r"^(?:(?:please|kindly|can you|could you|would you|will you|i want you to|"
+    r"i'd like you to|i would like you to)\s+)+", re.IGNORECASE)
+_TRAILING = re.compile(r"(?:[\s,]+please)?[\s.!]*$", re.IGNORECASE)
+_FORGET_ALL = re.compile(
+    r"^(?:forget\s+(?:everything|all)(?:\s+(?:that\s+)?you(?:'ve|\s+have)?\s+"
+    r"(?:know|remember|learned|learnt)(?:\s+about\s+me)?|\s+about\s+me|"
+    r"\s+(?:of\s+)?(?:the\s+|my\s+|your\s+)?(?:facts|memories)(?:\s+about\s+me)?)?"
+    r"|(?:erase|delete|clear|wipe|remove)\s+(?:all\s+(?:of\s+)?)?(?:the\s+|my\s+|your\s+)?"
+    r"(?:facts|memories|memory)(?:\s+(?:about|of)\s+me)?)$", re.IGNORECASE)
+# "that", ":" or "," make the rest a statement; without them only "remember" introduces a fact.
+_SEPARATOR = r"(?:\s+that\b|\s+this\s*:|\s*[:,])"
+_REMEMBER = re.compile(rf"^(?:remember|memori[sz]e)(?P<sep>{_SEPARATOR})?\s*(?P<rest>.+)$",
+                       re.IGNORECASE | re.DOTALL)
+_REMEMBER_WITH_THAT = re.compile(
+    rf"^(?:note|keep\s+in\s+mind|make\s+a\s+note|don't\s+forget|do\s+not\s+forget)"
+    rf"(?P<sep>{_SEPARATOR})\s*(?P<rest>.+)$", re.IGNORECASE | re.DOTALL)
+_FORGET = re.compile(rf"^forget(?:\s+all\b)?(?:\s+about\b)?(?P<sep>{_SEPARATOR})?\s*(?P<rest>.+)$",
+                     re.IGNORECASE | re.DOTALL)
+# "remember when we…", "remember to buy milk", "forget it": recollection, reminders, "never mind".
+_NOT_A_FACT = re.compile(
+    r"^(?:when|the\s+time|how|what|who|where|why|if|whether|to|me|us|it|this|that)\b",
+    re.IGNORECASE)
+_DISMISSAL = re.compile(
+    r"^(?:it|that|this|about\s+(?:it|that)|(?:what\s+)?i\s+(?:just\s+)?(?:said|asked)\b.*)$",
+    re.IGNORECASE)
+
+
+def parse_memory_request(text: str) -> MemoryRequest | None:
+    """The explicit memory request in what the user said, or None for anything else.
+
+    Recognised: "[Elara,] [please] remember [that|:] <fact>", "note/keep in mind/don't forget
+    that <fact>", "forget [about] [that] <fact or words>", "forget everything [you know about
+    me]", "forget all facts", "clear your memory". Not requests: "I remember when…", "remember
+    when/to…", "don't forget the milk" (a reminder, not a fact), "forget it". A question
+    ("can you remember my name?") counts only with "that" or ":" before the fact."""
+    text = " ".join(text.replace("\u2019", "'").split())
+    text = _ADDRESS.sub("", text)
+    text = _POLITE.sub("", text)
+    question = text.endswith("?")
+    text = _TRAILING.sub("", text.rstrip("?"))
+    if not text:
+        return None
+    if _FORGET_ALL.match(text):
+        return ForgetAll()
+    patterns = ((_REMEMBER, Remember), (_REMEMBER_WITH_THAT, Remember), (_FORGET, Forget))
+    for pattern, kind in patterns:
+        match = pattern.match(text)
+        if match is None:
+            continue
+        separated = match["sep"] is not None and match["sep"].strip() in ("that", ":")
+        if question and not separated:
+            return None
+        rest = match["rest"].strip(" ,:;.")
+        if not rest:
+            return None
+        if kind is Forget:
+            # "forget where I live" is a request; "forget it" is "never mind".
+            return None if _DISMISSAL.match(rest) else Forget(third_person(rest).rstrip(".!?"))
+        if match["sep"] is None and _NOT_A_FACT.match(rest):
+            return None
+        return Remember(third_person(rest))
+    return None
+
+
+# -- the book ----------------------------------------------------------------------------------
+
+
+class FactBook:
+    """The facts in the store, kept in memory; every change goes to disk before it returns."""
+
+    def __init__(self, store: ConversationStore, *, max_facts: int = 50,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        if max_facts < 1:
+            raise ValueError("max_facts must be at least 1")
+        self._store = store
+        self._max_facts = max_facts
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._facts: list[Fact] = []
+        # An immutable copy for readers: the system prompt is built on the event loop and must
+        # not wait for the lock while a write is fsyncing in a worker thread.
+        self._published: tuple[Fact, ...] = ()
+        # Files the book could not tidy away (older versions, records without an id): deleted
+        # along with their fact by forget and clear, so nothing forgotten stays on disk.
+        self._leftovers: dict[str, list[Path]] = {}
+        self._malformed: list[Path] = []
+
+    @property
+    def max_facts(self) -> int:
+        """How many facts are kept; remembering one more drops the oldest."""
+        return self._max_facts
+
+    def load(self) -> list[Fact]:
+        """Read every fact record from the store; of several records with one id the newest wins
+        and the older files are deleted. Returns the facts, oldest first. StoreError only when
+        the store itself cannot be read."""
+        with self._lock:
+            try:
+                self._load_locked()
+            finally:
+                self._publish()
+            return list(self._facts)
+
+    def facts(self) -> list[Fact]:
+        """The facts as last loaded or changed, oldest (least recently written) first; never
+        waits for a write in progress."""
+        return list(self._published)
+
+    def remember(self, text: str, *, source: str = EXPLICIT) -> Fact:
+        """Store a fact (see the module's rules: the same fact is not stored twice; one with the
+        same subject replaces the old one under its id); drops the oldest beyond max_facts."""
+        text = " ".join(text.split())
+        if not normalize(text):
+            raise ValueError("a fact needs some words")
+        with self._lock:
+            try:
+                return self._remember_locked(text, source)
+            finally:
+                self._publish()
+
+    def matching(self, query: str) -> list[Fact]:
+        """Of the loaded facts, those matching query: by id, id prefix, else by words."""
+        with self._lock:
+            return self._matching(query)
+
+    def forget(self, query: str) -> list[Fact]:
+        """Delete the matching facts' files from disk (after reloading); returns what was
+        forgotten. StoreError if a file cannot be deleted."""
+        with self._lock:
+            try:
+                self._load_locked()
+                chosen = self._matching(query)
+                if chosen:
+                    self._delete(chosen)
+                    log.info("forgot %d facts: %s", len(chosen), ", ".join(f.id for f in chosen))
+                return chosen
+            finally:
+                self._publish()
+
+    def clear(self) -> int:
+        """Delete every fact record from disk; returns how many records were deleted."""
+        with self._lock:
+            try:
+                self._load_locked()
+                paths = [f.path for f in self._facts] + self._malformed
+                paths += [p for leftover in self._leftovers.values() for p in leftover]
+                deleted = self._store.delete(paths) if paths else 0
+                self._facts, self._leftovers, self._malformed = [], {}, []
+                log.info("cleared %d fact records", deleted)
+                return deleted
+            finally:
+                self._publish()
+
+    def system_block(self) -> str:
+        """"What you know about the user:" and one "- fact" line per fact; "" when none. Never
+        waits for a write in progress."""
+        facts = self._published
+        if not facts:
+            return ""
+        return "\n".join([SYSTEM_BLOCK_HEADING, *(f"- {f.text}" for f in facts)])
+
+    # -- inside the lock ---------------------------------------------------------------------
+
+    def _publish(self) -> None:
+        self._published = tuple(self._facts)
+
+    def _remember_locked(self, text: str, source: str) -> Fact:
+        self._load_locked()  # another process may have changed the facts since
+        key, topic = normalize(text), subject(text)
+        for fact in self._facts:
+            if normalize(fact.text) == key:
+                log.debug("already known as fact %s: %r", fact.id, text)
+                return fact
+        old = next((f for f in self._facts if topic is not None and subject(f.text) == topic),
+                   None)
+        now = self._clock()
+        if old is not None:
+            fact = self._write(old.id, text, old.created, now, source)
+            # Appended first, deleted second: a crash in between leaves two records with one
+            # id, which the next load settles in favour of the newest.
+            self._delete_quietly([old.path, *self._leftovers.pop(old.id, [])])
+            self._facts.remove(old)
+            log.info("updated fact %s", fact.id)
+            log.debug("fact %s was %r, now %r", fact.id, old.text, text)
+        else:
+            fact = self._write(self._new_id(), text, now, now, source)
+            log.info("remembered fact %s", fact.id)
+            log.debug("fact %s: %r", fact.id, text)
+        self._facts.append(fact)
+        while len(self._facts) > self._max_facts:
+            oldest = self._facts[0]
+            self._delete([oldest])
+            log.info("dropped the oldest fact %s: more than %d facts", oldest.id,
+                     self._max_facts)
+        return fact
+
+    def _load_locked(self) -> None:
+        versions: dict[str, list[Fact]] = {}
+        malformed: list[Path] = []
+        for stored in self._store.iter_messages(roles={ChatRole.SYSTEM}):
+            message = stored.message
+            if kind_of(message) != FACT:
+                continue
+            fact_id = message.metadata.get(ID, "")
+            text = " ".join(message.content.split())
+            if not _ID_PATTERN.fullmatch(fact_id) or not text:
+                log.warning("skipping fact record %s: %s", stored.path,
+                            "no text" if text == "" else "missing or invalid id")
+                malformed.append(stored.path)
+                continue
+            created = _parse_time(message.metadata.get(CREATED)) or message.timestamp_utc
+            versions.setdefault(fact_id, []).append(Fact(
+                fact_id, text, created, message.timestamp_utc, stored.path,
+                message.metadata.get(SOURCE, EXPLICIT)))
+        facts: list[Fact] = []
+        leftovers: dict[str, list[Path]] = {}
+        for fact_id, found in versions.items():
+            # Name order is append order, so the last record of an id is its newest version.
+            facts.append(found[-1])
+            if len(found) > 1:
+                older = [f.path for f in found[:-1]]
+                log.info("fact %s has %d records; keeping the newest", fact_id, len(found))
+                if not self._delete_quietly(older):
+                    leftovers[fact_id] = older
+        facts.sort(key=lambda f: f.path.name)
+        self._facts, self._leftovers, self._malformed = facts, leftovers, malformed
+
+    def _matching(self, query: str) -> list[Fact]:
+        query = " ".join(query.split())
+        if not query:
+            return []
+        lowered = query.lower()
+        exact = [f for f in self._facts if f.id == lowered]
+        if exact:
+            return exact
+        if len(lowered) >= MIN_ID_PREFIX and _ID_PATTERN.fullmatch(lowered):
+            prefixed = [f for f in self._facts if f.id.startswith(lowered)]
+            if prefixed:
+                return prefixed
+        wanted = significant_words(query)
+        if not wanted:
+            return []  # "forget that" must never mean "forget everything"
+        return [f for f in self._facts if wanted <= significant_words(f.text)]
+
+    def _write(self, fact_id: str, text: str, created: datetime, updated: datetime,
+               source: str) -> Fact:
+        record = memory_record(FACT, text, updated, **{
+            ID: fact_id, CREATED: created.astimezone(timezone.utc).isoformat(), SOURCE: source})
+        path = self._store.append(record)
+        return Fact(fact_id, text, created, record.timestamp_utc, path, source)
+
+    def _delete(self, facts: list[Fact]) -> None:
+        """Delete these facts' files (and their leftovers); StoreError if the disk refuses."""
+        paths = [f.path for f in facts]
+        for fact in facts:
+            paths += self._leftovers.pop(fact.id, [])
+        self._store.delete(paths)
+        gone = {f.id for f in facts}
+        self._facts = [f for f in self._facts if f.id not in gone]
+
+    def _delete_quietly(self, paths: list[Path]) -> bool:
+        try:
+            self._store.delete(paths)
+        except StoreError as exc:
+            log.warning("cannot delete an old fact record yet (tried again on the next load): %s",
+                        exc)
+            return False
+        return True
+
+    def _new_id(self) -> str:
+        taken = {f.id for f in self._facts} | set(self._leftovers)
+        while True:
+            fact_id = secrets.token_hex(4)
+            if fact_id not in taken:
+                return fact_id
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+# -- the model picks out facts -----------------------------------------------------------------
+
+
+class JsonLanguageModel(Protocol):
+    """The part of OllamaLanguageModel the extractor needs."""
+
+    async def complete_json(self, messages: list[Mapping[str, str]],
+                            schema: Mapping[str, Any]) -> Any:
+        """A reply constrained to `schema`, parsed."""
+
+
+EXTRACTION_INSTRUCTIONS = (
+    "You pick out lasting facts about the user from one exchange between the user and an "
+    "assistant. Answer only with JSON of the form {\"facts\": [\"...\"]}.\n"
+    "Each fact is one short sentence in the third person about the user, such as "
+    "\"The user is vegetarian.\" or \"The user's sister's birthday is on 3 May.\"\n"
+    "Include only durable facts the user stated about themselves: their name, preferences, diet, "
+    "family, places, important dates, work. Leave out passing moods, opinions about the weather, "
+    "questions, one-off requests, and anything the assistant said about itself.\n"
+    "Do not repeat a known fact; if the user changed one, give the new version.\n"
+    f"At most {MAX_EXTRACTED} facts. If there is nothing new, answer {{\"facts\": []}}."
+)
+
+
+class FactExtractor:
+    """Asks the model, with a JSON schema, which new facts about the user an exchange revealed."""
+
+    def __init__(self, llm: JsonLanguageModel) -> None:
+        self._llm = llm
+
+    async def extract(self, user_text: str, reply_text: str, known: list[Fact]) -> list[str]:
+        """New third-person facts (at most 5); [] when none; LanguageModelError on a bad reply."""
+        known_lines = "\n".join(f"- {f.text}" for f in known) or "(none)"
+        messages = [
+            {"role": "system", "content": EXTRACTION_INSTRUCTIONS},
+            {"role": "user", "content": (f"Known facts:\n{known_lines}\n\n"
+                                         f"The user said: {user_text}\n"
+                                         f"The assistant replied: {reply_text}")},
+        ]
+        log.debug("asking for facts in %r / %r", user_text, reply_text)
+        reply = await self._llm.complete_json(messages, FACTS_SCHEMA)
+        facts = _validate_facts(reply)
+        known_keys = {normalize(f.text) for f in known}
+        new = [text for text in facts if normalize(text) not in known_keys]
+        log.debug("the model found %d new facts: %r", len(new), new)
+        return new
+
+
+def _validate_facts(reply: Any) -> list[str]:
+    """The `facts` list of a reply, or LanguageModelError(model_error) saying what is wrong."""
+    def bad(why: str) -> LanguageModelError:
+        return LanguageModelError(f"the model's fact extraction reply {why}; expected "
+                                  f"{{\"facts\": [up to {MAX_EXTRACTED} short sentences]}}",
+                                  code="model_error")
+
+    if not isinstance(reply, dict) or "facts" not in reply:
+        raise bad("is not an object with a \"facts\" list")
+    facts = reply["facts"]
+    if not isinstance(facts, list):
+        raise bad("has \"facts\" that is not a list")
+    if len(facts) > MAX_EXTRACTED:
+        raise bad(f"has {len(facts)} facts, more than {MAX_EXTRACTED}")
+    cleaned = []
+    for item in facts:
+        if not isinstance(item, str) or not item.strip():
+            raise bad("has a fact that is not a non-empty string")
+        if len(item) > MAX_FACT_CHARS:
+            raise bad(f"has a fact longer than {MAX_FACT_CHARS} characters")
+        cleaned.append(" ".join(item.split()))
+    return cleaned
+
+
+# -- the facts in the system prompt ------------------------------------------------------------
+
+
+class FactsSystemPrompt:
+    """The base system prompt followed by what Elara knows about the user (from memory)."""
+
+    def __init__(self, base: SystemPromptProvider, book: FactBook) -> None:
+        self._base = base
+        self._book = book
+
+    async def get_system_prompt(self) -> str:
+        """The base text, a blank line, and the facts block (when there are facts)."""
+        text = await self._base.get_system_prompt()
+        block = self._book.system_block()
+        if not block:
+            return text
+        return f"{text}\n\n{block}" if text else block
