@@ -17,6 +17,9 @@ from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
 from elara.config import load_settings
+from elara.conversation.context import TURN_ROLES
+from elara.memory.manager import Memory
+from elara.wiring import make_builder, make_monitor
 
 RUNS = 2000
 
@@ -57,6 +60,18 @@ def main() -> int:
         print("| path | median | p99 |\n| --- | --- | --- |")
         report("real store (read_tail in a worker thread) + budget + chat render",
                asyncio.run(measure(store_backed, renderer)))
+
+        async def with_memory():
+            memory = Memory(settings, store, lambda: None)
+            for i in range(20):  # a full fact book and a summary, as after weeks of use
+                memory.facts.remember(f"The user's friend number {i} is called Friend{i}.")
+            memory.summaries.save("The user asked about many things. " * 10,
+                                  store.read_tail(40, TURN_ROLES)[:20], "bench")
+            await memory.load()
+            builder = make_builder(settings, store, memory, make_monitor(settings))
+            return await measure(builder, renderer)
+
+        report("+ memory: 20 facts, a summary, telemetry", asyncio.run(with_memory()))
     return 0
 
 
