@@ -1,6 +1,6 @@
 """The systemd units: render the templates in `systemd/` for a checkout, and verify them.
 
-`scripts/install` renders the user unit with `python -m elara.units render user`; `elara doctor`
+`scripts/install` renders the user unit with `python -m elara.cli.units render user`; `elara doctor`
 and the tests call `verify_units`, which runs `systemd-analyze verify` on both rendered units.
 
 Templates use these placeholders:
@@ -16,7 +16,6 @@ Lines starting with `#:` document the template and are dropped when rendering.
 
 from __future__ import annotations
 
-import argparse
 import grp
 import os
 import pwd
@@ -27,7 +26,7 @@ import subprocess
 import sys
 import urllib.parse
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 USER_UNIT = "elara.service"
 SYSTEM_UNIT = "elara-system.service"
@@ -36,22 +35,24 @@ SYSTEM_INSTALL_NAME = "elara.service"
 SYSTEM_USER = "elara"
 SYSTEM_GROUPS = ("elara", "audio")
 
-_REPO = Path(__file__).resolve().parents[1]
+#: this checkout (the default for rendering)
+REPO = Path(__file__).resolve().parents[1]
 # Characters a path can't carry into a unit file without escaping rules that differ per setting.
 _UNSAFE = re.compile(r"[\"'\\$%\n\r\t;]")
 _VERIFY_TIMEOUT = 30.0
 # What ProtectHome=yes hides.
-_PROTECT_HOME = ("/home", "/root", "/run/user")
+#: what ProtectHome=yes hides from the system service
+PROTECT_HOME = ("/home", "/root", "/run/user")
 _PATH_WORD = re.compile(r"@(VENV|REPO)@(\S*)")
 
 
 def unit_templates() -> dict[str, Path]:
     """The unit templates by name: `elara.service` (user) and `elara-system.service` (system)."""
-    directory = _REPO / "systemd"
+    directory = REPO / "systemd"
     return {name: directory / name for name in (USER_UNIT, SYSTEM_UNIT)}
 
 
-def default_venv(repo: Path = _REPO) -> Path:
+def default_venv(repo: Path = REPO) -> Path:
     """The checkout's `.venv` when it has `bin/elara`, else the running interpreter's prefix."""
     candidate = repo / ".venv"
     if (candidate / "bin" / "elara").exists() or not (Path(sys.prefix) / "bin" / "elara").exists():
@@ -141,7 +142,7 @@ def verify_units(tmpdir: Path, *, venv: Path | None = None, repo: Path | None = 
     so the system unit verifies on a machine without the `elara` user; pass `system_user=True`
     (when the system unit is meant to run here) to also report a missing `elara` user or
     `elara`/`audio` group."""
-    repo = _REPO if repo is None else Path(repo)
+    repo = REPO if repo is None else Path(repo)
     venv = default_venv(repo) if venv is None else Path(venv)
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
@@ -178,7 +179,8 @@ def _absolute(path: Path | str, what: str) -> Path:
     return result
 
 
-def _below(path: Path, roots: Iterable[str]) -> bool:
+def is_below(path: Path, roots: Iterable[str]) -> bool:
+    """True when path lies under one of roots."""
     absolute = Path(os.path.expanduser(str(path))).absolute()
     return any(absolute == Path(r) or Path(r) in absolute.parents for r in roots)
 
@@ -239,95 +241,3 @@ def _system_account_problems() -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # python -m elara.units
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`render user|system`, `verify`, `store-root`: what scripts/install and uninstall use."""
-    parser = argparse.ArgumentParser(prog="python -m elara.units",
-                                     description="Render and verify Elara's systemd units.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    render = sub.add_parser("render", help="print a rendered unit")
-    render.add_argument("which", choices=("user", "system"))
-    render.add_argument("--config", type=Path, help="passed to `elara run --config`")
-    render.add_argument("--venv", type=Path, help="default: the checkout's .venv")
-    render.add_argument("--repo", type=Path, default=_REPO, help="default: this checkout")
-    render.add_argument("--writable", type=Path, action="append", default=None,
-                        help="an extra ReadWritePaths= directory (repeatable); default: the "
-                             "configured Context.StorageRoot, if any")
-    render.add_argument("--output", type=Path, help="write here instead of stdout")
-    render.add_argument("--mkdir", action="store_true",
-                        help="create the extra writable directories (mode 0700)")
-    verify = sub.add_parser("verify", help="systemd-analyze verify both units")
-    verify.add_argument("--config", type=Path)
-    verify.add_argument("--system-user", action="store_true",
-                        help="also require the elara user and the elara/audio groups")
-    store = sub.add_parser("store-root", help="print the history's directory")
-    store.add_argument("--config", type=Path)
-    store.add_argument("--unit", type=Path,
-                       help="use the --config of this installed unit's ExecStart= (if any)")
-    args = parser.parse_args(argv)
-
-    from elara.errors import ElaraError
-
-    try:
-        if args.command == "render":
-            return _cmd_render(args)
-        if args.command == "verify":
-            import tempfile
-
-            with tempfile.TemporaryDirectory(prefix="elara-units-") as tmp:
-                problems = verify_units(Path(tmp), config=args.config,
-                                        system_user=args.system_user)
-            for problem in problems:
-                print(problem)
-            return 1 if problems else 0
-        from elara.config import load_settings
-        from elara.wiring import store_root
-
-        config = args.config
-        if config is None and args.unit is not None and args.unit.is_file():
-            config = config_from_unit(args.unit.read_text(encoding="utf-8"))
-        print(store_root(load_settings(config)).absolute())
-        return 0
-    except ElaraError as exc:
-        print(f"elara: {exc}", file=sys.stderr)
-        return exc.exit_status
-    except (OSError, ValueError) as exc:
-        print(f"elara: {exc}", file=sys.stderr)
-        return 1
-
-
-def _cmd_render(args: argparse.Namespace) -> int:
-    from elara.config import load_settings
-
-    name = USER_UNIT if args.which == "user" else SYSTEM_UNIT
-    writable = args.writable
-    if writable is None:
-        writable = extra_writable(load_settings(args.config))
-    repo = Path(args.repo)
-    venv = args.venv if args.venv is not None else default_venv(repo)
-    text = render_unit(unit_templates()[name].read_text(encoding="utf-8"), venv, repo,
-                       args.config, writable=writable)
-    if args.which == "system":
-        hidden = [p for p in (Path(venv), repo) if _below(p, _PROTECT_HOME)]
-        if hidden:
-            print(f"warning: {hidden[0].absolute()} is hidden from the system service by "
-                  "ProtectHome=yes; use a checkout outside /home and /root (e.g. /opt/elara)",
-                  file=sys.stderr)
-    if args.mkdir:
-        for directory in writable:
-            Path(directory).expanduser().mkdir(mode=0o700, parents=True, exist_ok=True)
-    if args.output is None:
-        sys.stdout.write(text)
-        return 0
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.chmod(0o644)
-    os.replace(tmp, out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
