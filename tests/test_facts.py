@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import hashlib
 import json
 import logging
 import os
@@ -18,9 +16,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from elara.cli import memory as memory_cli
+from spec_reader import read_record
 from elara.config import load_settings
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt
@@ -499,12 +497,7 @@ def test_memory_command_in_a_real_process(tmp_path: Path, book: FactBook, three:
 def test_fact_records_decrypt_with_independent_code(book: FactBook, root: Path):
     request = parse_memory_request("remember that my sister's birthday is on 3 May")
     fact = book.remember(request.text)
-    envelope = json.loads(fact.path.read_bytes())
-    key = hashlib.sha256(KEY.encode("utf-8")).digest()
-    plaintext = AESGCM(key).decrypt(base64.b64decode(envelope["iv"]),
-                                    base64.b64decode(envelope["ciphertext"])
-                                    + base64.b64decode(envelope["tag"]), None)
-    body = json.loads(plaintext)
+    body = read_record(fact.path, KEY)
     assert body == {
         "role": "System",
         "content": "The user's sister's birthday is on 3 May.",

@@ -2,14 +2,10 @@
 token budget, against the Ollama-protocol server standing in for the model."""
 
 import asyncio
-import base64
-import hashlib
 import json
 import re
 
 import pytest
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from elara.config import load_settings
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import PromptReady
@@ -17,6 +13,7 @@ from elara.conversation.store import ConversationStore
 from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.manager import Memory
 from elara.wiring import make_monitor, make_orchestrator
+from spec_reader import read_all
 
 KEY = "memory key"
 BUDGET = 400
@@ -80,17 +77,6 @@ def conversation(ollama_server, tmp_path):
     runner.close()
 
 
-def independent_records(root):
-    """Every stored plaintext, read with nothing but the passphrase and the format."""
-    key = hashlib.sha256(KEY.encode()).digest()
-    out = []
-    for path in sorted(root.glob("*_*.json")):
-        envelope = json.loads(path.read_text())
-        data = base64.b64decode(envelope["ciphertext"]) + base64.b64decode(envelope["tag"])
-        out.append(json.loads(AESGCM(key).decrypt(base64.b64decode(envelope["iv"]), data, None)))
-    return out
-
-
 def test_two_hundred_turns_stay_in_budget_and_remember_a_fact(conversation, ollama_server, tmp_path):
     turn, store, memory, monitor = conversation
     for i in range(1, 201):
@@ -118,7 +104,7 @@ def test_two_hundred_turns_stay_in_budget_and_remember_a_fact(conversation, olla
     system = ollama_server.turns()[-1]["messages"][0]["content"]
     assert "Alice" not in system and "The user is vegetarian." in system
 
-    records = independent_records(tmp_path / "store")
+    records = read_all(tmp_path / "store", KEY)
     facts = [r for r in records if r["role"] == "System" and r["metadata"].get("kind") == "fact"]
     summaries = [r for r in records if r["role"] == "System" and r["metadata"].get("kind") == "summary"]
     assert sorted(f["content"] for f in facts) == [

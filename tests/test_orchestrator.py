@@ -16,7 +16,7 @@ from elara.llm import OllamaLanguageModel, make_client
 from elara.orchestrator import Orchestrator
 from ollama_server import FakeOllamaServer
 
-_runner: asyncio.Runner
+_runner: asyncio.Runner | None = None  # the current test's loop (see the `loop` fixture)
 
 
 class ListSink:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import logging
 from datetime import datetime, timedelta, timezone
@@ -12,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from elara.conversation.messages import ChatMessage, ChatRole
+from spec_reader import independent_open
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.store import ConversationStore
 from elara.errors import ContextError, LanguageModelError
@@ -296,16 +295,11 @@ def test_vectors_in_the_store_decrypt_independently(store, server):
 
     run(scenario())
     by_key = {key_of(m): m for m in turns()}
-    key = hashlib.sha256(PASSPHRASE.encode("utf-8")).digest()
     records = 0
     for path in sorted(store.root.glob("*_system.json")):
         data = path.read_bytes()
         assert b"sourdough" not in data and b"embedding" not in data  # encrypted, metadata too
-        envelope = json.loads(data)
-        plaintext = AESGCM(key).decrypt(base64.b64decode(envelope["iv"]),
-                                        base64.b64decode(envelope["ciphertext"])
-                                        + base64.b64decode(envelope["tag"]), None)
-        body = json.loads(plaintext)
+        body = json.loads(independent_open(PASSPHRASE, data))
         assert body["role"] == "System"
         assert body["metadata"][KIND] == EMBEDDING
         assert body["metadata"]["model"] == MODEL

@@ -2,7 +2,6 @@
 test owns, `elara status`, reload on SIGHUP (good and broken configs) and a clean SIGTERM."""
 
 import json
-import os
 import signal
 import socket
 import subprocess

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import re
@@ -11,40 +9,12 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
+from spec_reader import independent_open, independent_seal
 
 PASSPHRASE = "interop passphrase ✓"
 NAME = re.compile(r"^\d{8}T\d{9}Z_\d{4,}_(user|assistant|system)\.json$")
-
-
-# -- independent implementation (deliberately not importing elara's crypto) ---
-
-
-def independent_open(passphrase: str, data: bytes) -> bytes:
-    key = hashlib.sha256(passphrase.encode("utf-8")).digest()
-    envelope = json.loads(data)
-    assert envelope["alg"] == "AES-256-GCM"
-    iv = base64.b64decode(envelope["iv"], validate=True)
-    ciphertext = base64.b64decode(envelope["ciphertext"], validate=True)
-    tag = base64.b64decode(envelope["tag"], validate=True)
-    assert len(iv) == 12 and len(tag) == 16
-    return AESGCM(key).decrypt(iv, ciphertext + tag, None)
-
-
-def independent_seal(passphrase: str, plaintext: bytes) -> bytes:
-    key = hashlib.sha256(passphrase.encode("utf-8")).digest()
-    iv = os.urandom(12)
-    sealed = AESGCM(key).encrypt(iv, plaintext, None)
-    envelope = {
-        "alg": "AES-256-GCM",
-        "iv": base64.b64encode(iv).decode(),
-        "ciphertext": base64.b64encode(sealed[:-16]).decode(),
-        "tag": base64.b64encode(sealed[-16:]).decode(),
-    }
-    return json.dumps(envelope, indent=2).encode()
 
 
 # -- tests ---------------------------------------------------------------------

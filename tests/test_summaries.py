@@ -4,14 +4,11 @@ summarizer through the real Ollama client against the fake server, and the whole
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import ChatMessage, ChatRole
@@ -19,6 +16,7 @@ from elara.conversation.store import ConversationStore
 from elara.errors import LanguageModelError
 from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.records import FACT, KIND, SUMMARY, memory_record
+from spec_reader import independent_open
 from elara.memory.summaries import (
     SUMMARY_PREFIX,
     Summarizer,
@@ -394,17 +392,6 @@ def test_summary_context_provider(tmp_path: Path):
 
 
 # -- on disk -------------------------------------------------------------------------------------
-
-
-def independent_open(passphrase: str, data: bytes) -> bytes:
-    """Decrypt a message file from the format description alone (not elara's crypto)."""
-    key = hashlib.sha256(passphrase.encode("utf-8")).digest()
-    envelope = json.loads(data)
-    assert envelope["alg"] == "AES-256-GCM"
-    iv = base64.b64decode(envelope["iv"], validate=True)
-    ciphertext = base64.b64decode(envelope["ciphertext"], validate=True)
-    tag = base64.b64decode(envelope["tag"], validate=True)
-    return AESGCM(key).decrypt(iv, ciphertext + tag, None)
 
 
 def test_a_summary_record_decrypts_with_an_independent_reader(tmp_path: Path):
