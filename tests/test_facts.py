@@ -31,6 +31,8 @@ from elara.memory.facts import (
     FactBook,
     FactExtractor,
     FactsSystemPrompt,
+)
+from elara.memory.phrasing import (
     Forget,
     ForgetAll,
     Remember,

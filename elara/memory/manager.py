@@ -13,8 +13,8 @@ from elara.conversation.messages import ChatMessage
 from elara.conversation.prompts import SystemPromptProvider
 from elara.conversation.store import ConversationStore
 from elara.llm import OllamaLanguageModel
-from elara.memory.facts import (FactBook, FactExtractor, FactsSystemPrompt, Forget, ForgetAll,
-                                Remember, parse_memory_request)
+from elara.memory.facts import FactBook, FactExtractor, FactsSystemPrompt
+from elara.memory.phrasing import Forget, ForgetAll, Remember, parse_memory_request
 from elara.memory.retention import RetentionReport, apply_retention
 from elara.memory.retrieval import EmbeddingIndex, RetrievalContextProvider
 from elara.memory.summaries import (SummaryBook, SummaryContextProvider, Summarizer,
