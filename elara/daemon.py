@@ -34,6 +34,9 @@ from elara.voice.wake import WakeWordDetector
 
 log = logging.getLogger(__name__)
 
+#: dialogue states in which background memory work is held
+BUSY_STATES = frozenset({"listening", "transcribing", "thinking", "speaking"})
+
 STATUS_TEXT = {
     "idle": "waiting for the wake word", "listening": "listening",
     "transcribing": "transcribing", "thinking": "thinking", "speaking": "speaking",
@@ -124,7 +127,7 @@ class Daemon:
             orchestrator=self.orchestrator, speech=self.speech,
             pre_roll_ms=s.listening.pre_roll_ms, speaker_tail_ms=s.audio.speaker_tail_ms,
             wake_phrases=_phrases(wake))
-        self.loop.on_state = lambda state: self.notifier.status(STATUS_TEXT.get(state, state))
+        self.loop.on_state = self._state_changed
         status = StatusServer(status_socket(), self.snapshot,
                               {"reload-memory": lambda: self.memory.reload_facts()})
         self._install_signals()
@@ -186,6 +189,15 @@ class Daemon:
                 await asyncio.to_thread(self.memory.apply_retention)
             except ElaraError as exc:  # a store problem today; tomorrow may be better
                 log.error("retention failed: %s", exc)
+
+    def _state_changed(self, state: str) -> None:
+        self.notifier.status(STATUS_TEXT.get(state, state))
+        # From the wake word to the end of the spoken reply the CPU belongs to Whisper, the
+        # model's answer and Piper; memory work waits for the gap after it.
+        if state in BUSY_STATES:
+            self.memory.worker.pause()
+        else:
+            self.memory.worker.resume()
 
     def _start_runner(self) -> asyncio.Task:
         return asyncio.create_task(self.loop.run(self.microphone.frames()), name="voice-loop")
@@ -284,6 +296,8 @@ class Daemon:
             await self.memory.worker.stop()
             self.memory = memory
             memory.worker.start()
+            if self.loop.dialogue.state in BUSY_STATES:
+                memory.worker.pause()
             self.orchestrator.observers = [memory.worker]
         else:
             await memory.reload_facts()  # `elara memory forget` from another process

@@ -47,8 +47,20 @@ def default_responder(endpoint: str, body: dict) -> str:
     """A deterministic reply of three sentences that echoes the user's last words (and, when a
     JSON `format` is asked for, an empty JSON object)."""
     if body.get("format") is not None:
-        return "{}"
+        return json.dumps(minimal_json(body["format"]))
     return f"You said: {last_user_text(endpoint, body)}. That is all. Have a nice day!"
+
+
+def minimal_json(schema: Any) -> Any:
+    """The smallest value a JSON schema accepts: its required properties, empty (what a model
+    constrained by `format` says when it has nothing to add). `"json"` asks for any object."""
+    if not isinstance(schema, dict):
+        return {}
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        properties = schema.get("properties", {})
+        return {name: minimal_json(properties.get(name, {})) for name in schema.get("required", [])}
+    return {"array": [], "string": "", "integer": 0, "number": 0, "boolean": False}.get(kind)
 
 
 def fragments(text: str) -> list[str]:

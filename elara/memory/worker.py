@@ -45,6 +45,10 @@ class MemoryWorker:
         self.retry_seconds = retry_seconds
         self.counters = WorkerCounters()
         self._queue: list[_Queued] = []
+        # Jobs run only while no turn is in the orchestrator and nobody (the voice loop, while
+        # the user speaks or Elara answers) has paused the worker.
+        self._turn_active = False
+        self._paused = False
         self._idle = asyncio.Event()
         self._idle.set()
         self._wakeup = asyncio.Event()
@@ -56,9 +60,8 @@ class MemoryWorker:
 
     def turn_started(self) -> None:
         """A turn needs the model now: stop the job that is using it; it runs again later."""
-        self._idle.clear()
-        if self._current is not None and self._current_job is not None and self._current_job.uses_model:
-            self._current.cancel()
+        self._turn_active = True
+        self._update()
 
     def turn_finished(self, user: ChatMessage, reply: ChatMessage | None) -> None:
         """Queue this turn's memory work; it starts once the gap between turns has begun."""
@@ -67,8 +70,27 @@ class MemoryWorker:
             if name.startswith("summar") and any(q.name == name for q in self._queue):
                 continue
             self._queue.append(_Queued(name, run, uses_model=uses_model))
-        self._idle.set()
+        self._turn_active = False
+        self._update()
         self._wakeup.set()
+
+    def pause(self) -> None:
+        """Hold model work (the user is speaking, or Elara is): CPU goes to the conversation."""
+        self._paused = True
+        self._update()
+
+    def resume(self) -> None:
+        """Let held work run again."""
+        self._paused = False
+        self._update()
+
+    def _update(self) -> None:
+        if self._turn_active or self._paused:
+            self._idle.clear()
+            if self._current is not None and self._current_job is not None and self._current_job.uses_model:
+                self._current.cancel()
+        else:
+            self._idle.set()
 
     # -- running -------------------------------------------------------------------------------
 
