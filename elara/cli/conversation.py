@@ -79,7 +79,7 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
     sink = printer
     if speak:
         from elara.audio.playback import Speaker
-        from elara.cli.voice import load_synthesizer
+        from elara.voice.engines import load_synthesizer
         from elara.voice.speech import SpeechSink
 
         speaker = Speaker(settings.audio.output_device)

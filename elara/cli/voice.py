@@ -34,15 +34,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(Daemon(settings, args.config).run())
 
 
-def load_synthesizer(settings: Settings):
-    """The configured Piper voice, loaded."""
-    from elara.daemon import load_synthesizer as load
-
-    return load(settings)
-
-
 def _say(args: argparse.Namespace, settings: Settings) -> int:
     from elara.audio.wav import write_wav
+    from elara.voice.engines import load_synthesizer
 
     clip = load_synthesizer(settings).synthesize(" ".join(args.text))
     if args.out is not None:
@@ -67,7 +61,7 @@ def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
     from elara.audio.capture import resample
     from elara.audio.frames import SAMPLE_RATE
     from elara.audio.wav import read_wav
-    from elara.daemon import load_transcriber
+    from elara.voice.engines import load_transcriber
     from elara.voice.stt import phantom_reason
 
     clip = read_wav(args.file)

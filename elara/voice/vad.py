@@ -71,6 +71,7 @@ class SileroVad:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the audio heard so far (a new utterance starts)."""
         self._h = np.zeros((1, 1, 128), dtype=np.float32)
         self._c = np.zeros((1, 1, 128), dtype=np.float32)
         self._context = np.zeros(self.CONTEXT, dtype=np.float32)
@@ -78,6 +79,7 @@ class SileroVad:
         self._last = 0.0
 
     def speech_probability(self, frame: AudioFrame) -> float:
+        """Silero's speech probability for the frame's last 512-sample chunk."""
         audio = np.asarray(frame.samples, dtype=np.float32).reshape(-1) / 32768.0
         pending = np.concatenate([self._pending, audio])
         count = len(pending) // self.CHUNK
@@ -120,6 +122,7 @@ class EnergyVad:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the noise floor learned so far."""
         self._levels: deque[float] = deque()
         self._seconds = 0.0
         #: The current noise floor estimate in dBFS (None before the first frame).
@@ -142,6 +145,7 @@ class EnergyVad:
         return 20 * math.log10(rms / 32768.0) if rms > 1e-3 else -120.0
 
     def speech_probability(self, frame: AudioFrame) -> float:
+        """How far the frame's speech-band level stands above the noise floor, as 0 to 1."""
         level = self.level_dbfs(frame.samples)
         self._levels.append(level)
         window = max(1, round(self.window_seconds * SAMPLE_RATE / max(1, len(frame.samples))))
