@@ -54,7 +54,8 @@ class Counters:
 class Daemon:
     """The always-on assistant: one voice loop over one microphone and one speaker."""
 
-    def __init__(self, settings: Settings, config_path: str | None = None) -> None:
+    def __init__(self, settings: Settings, config_path: str | None = None,
+                 config_files: tuple = ()) -> None:
         self.settings = settings
         self.config_path = config_path
         self.started_at = time.monotonic()
@@ -66,7 +67,7 @@ class Daemon:
         self.microphone: Microphone | None = None
         self.speaker: Speaker | None = None
         self._runner: asyncio.Task | None = None
-        self._config_files: tuple[str, ...] = ()
+        self._config_files: tuple[str, ...] = tuple(str(p) for p in config_files)
 
     def request_stop(self) -> None:
         """Ask the daemon to finish (what SIGTERM and SIGINT do)."""
@@ -76,8 +77,6 @@ class Daemon:
         """Start everything, run until asked to stop, shut down cleanly; returns the exit status."""
         s = self.settings
         self.store = wiring.open_store(s)  # a wrong key stops start-up before anything loads
-        _, sources = load_settings_with_sources(self.config_path)
-        self._config_files = tuple(str(p) for p in sources.files)
         self.notifier.status("loading models")
         wake, transcriber, synthesizer = await asyncio.gather(
             asyncio.to_thread(load_wake, s), asyncio.to_thread(load_transcriber, s),

@@ -9,7 +9,7 @@ import sys
 from elara import __version__
 from elara.cli import config_cmd, conversation, doctor, history, service, voice
 from elara.cli import memory as memory_cli
-from elara.config import load_settings
+from elara.config import load_settings_with_sources
 from elara.errors import ElaraError
 from elara.logs import configure
 
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the process exit status."""
     args = build_parser().parse_args(argv)
     try:
-        settings = load_settings(args.config)
+        # Loaded once, with the files it came from (config check and the daemon report them).
+        settings, args.config_sources = load_settings_with_sources(args.config)
     except ElaraError as exc:
         if getattr(args, "tolerate_config_error", False):
             return args.handler(args, None, exc)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from elara.config import load_settings_with_sources, to_json
+from elara.config import to_json
 from elara.errors import ElaraError
 from elara.settings import Settings
 
@@ -30,7 +30,6 @@ def _check(args: argparse.Namespace, settings: Settings | None, error: ElaraErro
     if error is not None:
         print(f"elara: invalid configuration: {error}", file=sys.stderr)
         return error.exit_status
-    _, sources = load_settings_with_sources(args.config)
-    files = ", ".join(str(p) for p in sources.files) or "packaged defaults only"
+    files = ", ".join(str(p) for p in args.config_sources.files) or "packaged defaults only"
     print(f"configuration is valid ({files})")
     return 0

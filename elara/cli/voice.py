@@ -31,7 +31,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from elara.daemon import Daemon
 
-    return asyncio.run(Daemon(settings, args.config).run())
+    return asyncio.run(Daemon(settings, args.config, args.config_sources.files).run())
 
 
 def _say(args: argparse.Namespace, settings: Settings) -> int:
