@@ -67,6 +67,7 @@ class Daemon:
         self.microphone: Microphone | None = None
         self.speaker: Speaker | None = None
         self._runner: asyncio.Task | None = None
+        self._warming: asyncio.Task | None = None  # checking and loading the model in Ollama
         self._config_files: tuple[str, ...] = tuple(str(p) for p in config_files)
 
     def request_stop(self) -> None:
@@ -85,7 +86,7 @@ class Daemon:
                  ", ".join(wake.names), s.speech_to_text.model, transcriber.load_seconds,
                  s.text_to_speech.voice, synthesizer.load_seconds)
         self.llm = wiring.make_language_model(s)
-        warming = asyncio.create_task(self._check_model(self.llm), name="model-check")
+        self._warming = asyncio.create_task(self._check_model(self.llm), name="model-check")
         self.memory = await self._open_memory(s)
         self.monitor = wiring.make_monitor(s)
         self.speaker = Speaker(s.audio.output_device)
@@ -122,9 +123,9 @@ class Daemon:
         finally:
             log.info("stopping")
             self.notifier.stopping()
-            for task in (*helpers, self._runner, warming):
+            for task in (*helpers, self._runner, self._warming):
                 task.cancel()
-            await asyncio.gather(*helpers, self._runner, warming, return_exceptions=True)
+            await asyncio.gather(*helpers, self._runner, self._warming, return_exceptions=True)
             await self.loop.shutdown()
             await self.memory.worker.stop()
             await status.stop()
@@ -283,7 +284,8 @@ class Daemon:
         if llm is not self.llm:
             old_llm, self.llm = self.llm, llm
             await old_llm.aclose()
-            asyncio.create_task(self._check_model(llm), name="model-check")
+            self._warming.cancel()  # a check of the old model is moot now
+            self._warming = asyncio.create_task(self._check_model(llm), name="model-check")
         if new.listening != old.listening or new.audio != old.audio:
             parts.update(dialogue=Dialogue.from_settings(new.listening, new.audio),
                          segmenter=Segmenter.from_settings(new.listening, new.speech_to_text),

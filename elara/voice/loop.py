@@ -118,6 +118,7 @@ class VoiceLoop:
         #: time.monotonic() when the last frame was processed (the watchdog's sign of life)
         self.last_progress = time.monotonic()
         self._pending: dict[str, object] = {}
+        self._background: set[asyncio.Task] = set()
 
     def _now(self) -> float:
         # The dialogue's clock is the microphone's: frames carry their capture time, so tests can
@@ -212,7 +213,7 @@ class VoiceLoop:
         elif isinstance(event, EarlyEnd):
             # Start transcribing now; kept if speech does not resume before the end silence.
             # Open the speaker too: opening the device would otherwise delay the first sentence.
-            asyncio.create_task(self.speech.prepare(), name="prepare-speaker")
+            self._spawn(self.speech.prepare(), "prepare-speaker")
             span = (event.start, event.end)
             samples = self._slice(*span)
             self._speculative = (span, asyncio.create_task(
@@ -236,6 +237,12 @@ class VoiceLoop:
 
     # -- intents -------------------------------------------------------------------------------
 
+    def _spawn(self, coroutine, name: str) -> None:
+        # The event loop holds tasks only weakly: keep a reference until each one is done.
+        task = asyncio.create_task(coroutine, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def _handle(self, event: d.DialogueEvent) -> None:
         before = self.dialogue.state
         intents = self.dialogue.handle(event)
@@ -254,7 +261,7 @@ class VoiceLoop:
             elif isinstance(intent, PromptReady):
                 self._work = asyncio.create_task(self._reply(intent, self.dialogue.turn), name="turn")
             elif isinstance(intent, d.StopSpeaking):
-                asyncio.create_task(self.speech.stop(), name="stop-speaking")
+                self._spawn(self.speech.stop(), "stop-speaking")
             elif isinstance(intent, d.CancelTurn):
                 if self._work is not None and self._work is not asyncio.current_task():
                     self._work.cancel()
