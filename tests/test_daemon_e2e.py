@@ -89,8 +89,10 @@ def test_a_spoken_conversation(daemon, sound_card, ollama_server, tmp_path, tran
     assert len(chats(ollama_server)) == 2
     assert daemon.count(r"wake word hey_jarvis \(score") == 1, daemon.log()
 
+    # Both replies came out of the speaker. Checked on phrases, not on "Paris": Piper's voice is
+    # randomized and tiny.en hears its "Paris" as "Caris" about one time in fifteen.
     heard = words(transcriber.transcribe(recording.samples()).text)
-    assert "paris" in heard and "berlin" in heard
+    assert "capital of france" in heard and "capital of germany" in heard
 
     status, seconds = daemon.terminate()
     assert status == 0, daemon.log()
