@@ -45,6 +45,19 @@ def language_model(url: str) -> OllamaLanguageModel:
                                timeout_seconds=5.0)
 
 
+def summarize_once(book: SummaryBook, url: str, budget: int | None = 400):
+    """One maybe_summarize step with a fresh client, as the memory worker runs it."""
+    async def step():
+        llm = language_model(url)
+        try:
+            return await maybe_summarize(book, Summarizer(llm), max_history_tokens=budget,
+                                         threshold=0.7, model_name="test-model")
+        finally:
+            await llm.aclose()
+
+    return run(step())
+
+
 def user(text: str, at: datetime = T0) -> ChatMessage:
     """A user turn."""
     return ChatMessage(ChatRole.USER, text, at)
@@ -291,15 +304,7 @@ def test_maybe_summarize_end_to_end(tmp_path: Path, ollama_server):
     fill(store, turns)
     book = SummaryBook(store, clock=lambda: LATER)
 
-    async def step():
-        llm = language_model(ollama_server.url)
-        try:
-            return await maybe_summarize(book, Summarizer(llm), max_history_tokens=400,
-                                         threshold=0.7, model_name="test-model")
-        finally:
-            await llm.aclose()
-
-    first = run(step())
+    first = summarize_once(book, ollama_server.url)
     expected = turns_to_summarize(turns, 400, 0.7)
     assert len(expected) % 2 == 0 and 0 < len(expected) <= len(turns) - 4
     assert first.turns == len(expected)
@@ -309,7 +314,7 @@ def test_maybe_summarize_end_to_end(tmp_path: Path, ollama_server):
     assert "(none yet)" in prompt and "Question 00" in prompt
     assert f"Question {len(expected) // 2:02d}" not in prompt
 
-    second = run(step())
+    second = summarize_once(book, ollama_server.url)
     assert second.turns > first.turns
     assert second.covers_until > first.covers_until
     prompt = calls[1]["messages"][-1]["content"]
@@ -317,7 +322,7 @@ def test_maybe_summarize_end_to_end(tmp_path: Path, ollama_server):
     assert "Question 00" not in prompt and f"Question {first.turns // 2:02d}" in prompt
 
     summaries = [second]
-    while (summary := run(step())) is not None:
+    while (summary := summarize_once(book, ollama_server.url)) is not None:
         summaries.append(summary)
     assert [s.turns for s in summaries] == sorted(s.turns for s in summaries)
     # The newest two exchanges are never covered.
@@ -335,16 +340,8 @@ def test_nothing_to_do_without_a_budget_or_below_the_threshold(tmp_path: Path, o
     fill(store, conversation(20))
     book = SummaryBook(store)
 
-    async def go(budget):
-        llm = language_model(ollama_server.url)
-        try:
-            return await maybe_summarize(book, Summarizer(llm), max_history_tokens=budget,
-                                         threshold=0.7, model_name="test-model")
-        finally:
-            await llm.aclose()
-
-    assert run(go(None)) is None
-    assert run(go(100_000)) is None
+    assert summarize_once(book, ollama_server.url, None) is None
+    assert summarize_once(book, ollama_server.url, 100_000) is None
     assert ollama_server.bodies("/api/chat") == []
 
 
@@ -354,16 +351,8 @@ def test_a_failing_model_writes_nothing(tmp_path: Path, ollama_server):
     fill(store, conversation(20))
     book = SummaryBook(store)
 
-    async def go():
-        llm = language_model(ollama_server.url)
-        try:
-            return await maybe_summarize(book, Summarizer(llm), max_history_tokens=400,
-                                         threshold=0.7, model_name="test-model")
-        finally:
-            await llm.aclose()
-
     with pytest.raises(LanguageModelError) as caught:
-        run(go())
+        summarize_once(book, ollama_server.url)
     assert caught.value.code == "model_error"
     assert list(store.iter_messages((ChatRole.SYSTEM,))) == []
     assert book.latest is None
