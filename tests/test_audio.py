@@ -14,17 +14,19 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from pulse import VirtualSoundCard, best_offset, find_exact, match_report, read_wav, write_wav
 
-from elara.audio.capture import Microphone, Resampler, resample
+from elara.audio.capture import Microphone
 from elara.audio.devices import AudioDeviceError, find_device, list_devices
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip
 from elara.audio.playback import Speaker, as_mono_int16
-from pulse import VirtualSoundCard, best_offset, find_exact, match_report, read_wav, write_wav
+from elara.audio.streams import Resampler, close_stream, open_stream, resample
 
 TESTS = Path(__file__).parent
 
@@ -113,6 +115,31 @@ def test_as_mono_int16():
         as_mono_int16(np.zeros((10, 2), np.int16))
 
 
+def test_a_stream_that_hangs_while_closing_is_left_behind_with_a_warning(caplog):
+    # a broken device can block Pa_CloseStream; no real one does so on demand, hence this stand-in
+    release = threading.Event()
+
+    class HangingStream:
+        closed = False
+
+        def abort(self, ignore_errors: bool = False) -> None:
+            release.wait(10)
+
+        def close(self, ignore_errors: bool = False) -> None:
+            self.closed = True
+
+    async def main():
+        stream = HangingStream()
+        await close_stream(stream, "microphone", timeout=0.1)
+        closed_on_return = stream.closed
+        release.set()  # else asyncio.run would wait for the worker thread at exit
+        return closed_on_return
+
+    with caplog.at_level(logging.WARNING, logger="elara.audio.streams"):
+        assert run(main()) is False  # returned while the stream still hung
+    assert any("microphone: closing the stream took over 0.1 s" in r.getMessage() for r in caplog.records)
+
+
 # -- devices -----------------------------------------------------------------------------------
 
 
@@ -165,6 +192,33 @@ def test_without_a_sound_server_the_error_says_there_are_no_devices(tmp_path):
     assert "PortAudio sees no input devices" in out and "Audio.InputDevice" in out
 
 
+@pytest.mark.parametrize("kind", ["input", "output"])
+def test_open_stream_falls_back_past_the_rates_a_device_refuses(sound_card, kind):
+    stream, rate = open_stream(kind, find_device(None, kind), [1, 0, 22_050, SAMPLE_RATE], lambda rate: {})
+    try:
+        assert rate == 22_050 and stream.samplerate == 22_050 and stream.active
+    finally:
+        stream.close()
+
+
+def test_a_device_that_takes_no_rate_names_itself_each_rate_and_the_key(sound_card):
+    device = find_device(None, "output")
+    with pytest.raises(AudioDeviceError) as e:
+        open_stream("output", device, [1, 3], lambda rate: {})
+    err = e.value
+    assert err.code == "device_unusable" and err.exit_status == 69
+    assert f"can't open output device {device.label()} (Audio.OutputDevice)" in err.message
+    assert "1 Hz: Invalid sample rate" in err.message and "3 Hz: Invalid sample rate" in err.message
+
+    async def start_at_an_impossible_rate():
+        mic = Microphone(None, device_rate=1)
+        with pytest.raises(AudioDeviceError, match=r"Audio\.InputDevice.*1 Hz"):
+            await mic.start()
+        return mic.status()
+
+    assert run(start_at_an_impossible_rate())["is_open"] is False
+
+
 # -- microphone --------------------------------------------------------------------------------
 
 
@@ -199,8 +253,12 @@ def test_microphone_delivers_80_ms_frames_that_hold_the_played_clip_bit_exact(so
     async def main():
         async with Microphone("pulse") as mic:
             assert mic.is_open and mic.device_rate == SAMPLE_RATE
+            assert mic.status() == {"device": mic.device.label(), "is_open": True,
+                                    "sample_rate": SAMPLE_RATE, "device_rate": SAMPLE_RATE,
+                                    "dropped_frames": 0, "overflows": 0, "reopens": 0}
             frames, offset = await capture_until_found(mic, wav, sound_card, lambda s: find_exact(s, clip))
         assert not mic.is_open
+        assert mic.status()["is_open"] is False and mic.status()["device_rate"] is None
         return mic, frames, offset
 
     mic, frames, offset = run(main())
@@ -224,6 +282,7 @@ def test_microphone_opened_at_48_khz_still_gives_16_khz_frames(sound_card, speec
     async def main():
         async with Microphone(None, device_rate=48_000) as mic:
             assert mic.device_rate == 48_000
+            assert (mic.status()["device_rate"], mic.status()["sample_rate"]) == (48_000, SAMPLE_RATE)
             return await capture_until_found(mic, wav, sound_card, match)
 
     frames, found = run(main())
@@ -305,9 +364,12 @@ def test_speaker_play_returns_after_the_whole_clip_was_heard(sound_card, speech)
         rec = await asyncio.to_thread(sound_card.record_speaker)
         speaker = Speaker("pulse")
         assert not speaker.speaking
+        assert speaker.status() == {"device": speaker.device.label(), "is_open": False,
+                                    "speaking": False, "underflows": 0}
         played = await speaker.play(AudioClip(clip, SAMPLE_RATE))
-        assert speaker.is_open
+        assert speaker.is_open and speaker.status()["is_open"] is True
         await speaker.stop()  # aborts the stream: anything not yet heard would be cut
+        assert speaker.status()["is_open"] is False
         return played, await asyncio.to_thread(rec.samples), speaker
 
     played, recorded, speaker = run(main())
@@ -465,6 +527,7 @@ def test_microphone_comes_back_after_the_sound_server_restarts(sound_card, speec
             while mic.reopens == 0 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             assert mic.reopens >= 1 and mic.is_open
+            assert mic.status()["reopens"] == mic.reopens and mic.status()["is_open"]
             before = len(frames)
             await asyncio.to_thread(sound_card.play_into_mic, wav)
             deadline = time.monotonic() + 10

@@ -14,86 +14,19 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import numpy as np
 
-from elara.audio.devices import (AudioDeviceError, DeviceInfo, find_device, is_rate_error,
-                                 load_sounddevice)
+from elara.audio.devices import DeviceInfo, find_device
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
+from elara.audio.streams import Resampler, close_stream, open_stream, post
 
 log = logging.getLogger(__name__)
 
 #: Rates tried, after the wanted one and the device's default, when a device refuses 16 kHz.
 _FALLBACK_RATES = (48_000, 44_100, 32_000, 96_000, 22_050, 24_000, 8_000)
-
-
-class Resampler:
-    """Streaming band-limited resampler for mono audio (windowed sinc, Kaiser window).
-
-    Output sample n sits exactly at input time n * in_rate / out_rate (no delay), so a stream
-    resampled block by block equals the whole signal resampled at once. The low-pass cut-off is
-    `rolloff` × the lower Nyquist frequency, so downsampling does not alias. Weights are tabled per
-    phase (out_rate / gcd phases), so each block costs one gather and one multiply-add.
-    """
-
-    def __init__(self, in_rate: int, out_rate: int, *, zero_crossings: int = 16,
-                 rolloff: float = 0.92, beta: float = 8.0) -> None:
-        if in_rate <= 0 or out_rate <= 0:
-            raise ValueError(f"sample rates must be positive, got {in_rate} and {out_rate}")
-        g = math.gcd(in_rate, out_rate)
-        self.in_rate, self.out_rate = in_rate, out_rate
-        self._up, self._down = out_rate // g, in_rate // g  # positions count in 1/_up input samples
-        cutoff = min(1.0, out_rate / in_rate) * rolloff  # relative to the input Nyquist frequency
-        self._half = half = math.ceil(zero_crossings / cutoff)
-        self._taps = np.arange(-half + 1, half + 1)  # input samples around floor(position)
-        phases = np.arange(self._up)[:, None] / self._up
-        d = phases - self._taps[None, :]  # distance from the output position to each input sample
-        window = np.i0(beta * np.sqrt(np.clip(1.0 - (d / half) ** 2, 0.0, None))) / np.i0(beta)
-        table = cutoff * np.sinc(cutoff * d) * window
-        self._table = table / table.sum(axis=1, keepdims=True)  # unity gain at DC
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget the stream so far (e.g. after a reopen)."""
-        self._buf = np.zeros(self._half, dtype=np.float64)  # holds input samples _base, _base+1, …
-        self._base = -self._half
-        self._pos = 0  # next output's input position, in units of 1/_up input samples
-
-    def process(self, samples: np.ndarray) -> np.ndarray:
-        """Feed input samples; returns the output samples that are now complete (int16)."""
-        buf = np.concatenate([self._buf, np.asarray(samples, dtype=np.float64).reshape(-1)])
-        last_usable = self._base + len(buf) - self._half  # floor(position) must stay below this
-        count = (last_usable * self._up - 1 - self._pos) // self._down + 1
-        if count <= 0:
-            self._buf = buf
-            return np.zeros(0, dtype=np.int16)
-        positions = self._pos + np.arange(count, dtype=np.int64) * self._down
-        index = (positions // self._up - self._base)[:, None] + self._taps[None, :]
-        out = np.einsum("ij,ij->i", buf[index], self._table[positions % self._up])
-        self._pos += count * self._down
-        keep_from = self._pos // self._up - self._half + 1
-        self._buf = buf[keep_from - self._base:]
-        self._base = keep_from
-        return np.clip(np.rint(out), -32768, 32767).astype(np.int16)
-
-    def flush(self) -> np.ndarray:
-        """The remaining output, as if the input were followed by silence; then reset."""
-        out = self.process(np.zeros(self._half + 1, dtype=np.float64))
-        self.reset()
-        return out
-
-
-def resample(samples: np.ndarray, in_rate: int, out_rate: int) -> np.ndarray:
-    """Resample a whole mono clip; the result has round(len × out_rate / in_rate) int16 samples."""
-    samples = np.asarray(samples).reshape(-1)
-    if in_rate == out_rate:
-        return samples.astype(np.int16, copy=False)
-    r = Resampler(in_rate, out_rate)
-    out = np.concatenate([r.process(samples), r.flush()])
-    want = round(len(samples) * out_rate / in_rate)
-    return np.pad(out, (0, max(0, want - len(out))))[:want]
 
 
 class _RateLimitedWarning:
@@ -169,6 +102,18 @@ class Microphone:
         """True while started and a device stream is open (False during a reconnect)."""
         return self._running and self._stream is not None
 
+    def status(self) -> dict[str, Any]:
+        """The device, whether it is open, the frame and device rates, and what was lost or redone."""
+        return {
+            "device": self.device.label(),
+            "is_open": self.is_open,
+            "sample_rate": self.sample_rate,
+            "device_rate": self.device_rate,
+            "dropped_frames": self.dropped_frames,
+            "overflows": self.overflows,
+            "reopens": self.reopens,
+        }
+
     async def __aenter__(self) -> Microphone:
         await self.start()
         return self
@@ -210,10 +155,10 @@ class Microphone:
                 pass
             self._supervisor = None
         if stream is not None:
-            await self._close_stream(stream)
+            await close_stream(stream, "microphone")
         self.device_rate = None
 
-    async def frames(self) -> AsyncIterator[AudioFrame]:
+    async def frames(self) -> AsyncGenerator[AudioFrame, None]:
         """The captured frames, oldest first, until `stop()`."""
         while self._running:
             if self._queue:
@@ -224,48 +169,33 @@ class Microphone:
 
     # -- PortAudio side (worker / callback threads) --------------------------------------------
 
-    def _candidate_rates(self) -> list[int]:
+    def _candidate_rates(self, info: DeviceInfo) -> list[int]:
         if self._forced_rate:
             return [self._forced_rate]
-        rates = [self.sample_rate, int(self.device.default_samplerate), *_FALLBACK_RATES]
-        return [r for i, r in enumerate(rates) if r > 0 and r not in rates[:i]]
+        return [self.sample_rate, int(info.default_samplerate), *_FALLBACK_RATES]
 
     def _open_stream(self, generation: int) -> Any:
         """Open and start an input stream (worker thread); AudioDeviceError if no rate works."""
-        sd = load_sounddevice()
         info = find_device(self._spec, "input")
-        errors = []
-        for rate in self._candidate_rates():
-            blocksize = round(self.frames_per_block * rate / self.sample_rate)
-            try:
-                sd.check_input_settings(device=info.index, channels=1, dtype="int16", samplerate=rate)
-                stream = sd.InputStream(
-                    device=info.index, samplerate=rate, channels=1, dtype="int16",
-                    blocksize=blocksize, callback=self._make_callback(generation),
-                    finished_callback=self._make_finished_callback(generation))
-            except (sd.PortAudioError, ValueError) as e:
-                errors.append(f"{rate} Hz: {e}")
-                if is_rate_error(e):
-                    continue  # try the next rate
-                break  # the device itself is the problem
-            # set before start(): the first blocks reach the loop while this thread still runs
+        callback = self._make_callback(generation)
+        finished = self._make_finished_callback(generation)
+
+        def options(rate: int) -> dict[str, Any]:
+            return {"blocksize": round(self.frames_per_block * rate / self.sample_rate),
+                    "callback": callback, "finished_callback": finished}
+
+        def before_start(rate: int) -> None:
+            # the first blocks reach the loop while this thread still runs
             self._resampler = Resampler(rate, self.sample_rate) if rate != self.sample_rate else None
             self._pending = np.zeros(0, dtype=np.int16)
             self._last_block_at = time.monotonic()
-            try:
-                stream.start()
-            except sd.PortAudioError as e:
-                stream.close(ignore_errors=True)
-                errors.append(f"{rate} Hz: {e}")
-                continue
-            self.device = info
-            self.device_rate = rate
-            log.info("microphone: %s open at %d Hz%s", info.label(), rate,
-                     "" if rate == self.sample_rate else f", resampled to {self.sample_rate} Hz")
-            return stream
-        raise AudioDeviceError(
-            f"can't open input device {info.label()} (Audio.InputDevice): " + "; ".join(errors),
-            code="device_unusable")
+
+        stream, rate = open_stream("input", info, self._candidate_rates(info), options, before_start)
+        self.device = info
+        self.device_rate = rate
+        log.info("microphone: %s open at %d Hz%s", info.label(), rate,
+                 "" if rate == self.sample_rate else f", resampled to {self.sample_rate} Hz")
+        return stream
 
     def _open_and_install(self, generation: int) -> bool:
         """Open a stream (worker thread) and make it current, unless stop() or a newer reopen
@@ -279,49 +209,21 @@ class Microphone:
         stream.close(ignore_errors=True)
         return False
 
-    def _make_callback(self, generation: int):
+    def _make_callback(self, generation: int) -> Callable[[np.ndarray, int, Any, Any], None]:
         loop = self._loop
         assert loop is not None
 
         def callback(indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
             now = time.monotonic()
             self._last_block_at = now
-            block = indata[:, 0].copy()
-            try:
-                loop.call_soon_threadsafe(self._on_block, generation, block,
-                                          bool(status.input_overflow), now)
-            except RuntimeError:  # the loop is closed: nobody is listening any more
-                pass
+            post(loop, self._on_block, generation, indata[:, 0].copy(), bool(status.input_overflow), now)
 
         return callback
 
-    def _make_finished_callback(self, generation: int):
+    def _make_finished_callback(self, generation: int) -> Callable[[], None]:
         loop = self._loop
         assert loop is not None
-
-        def finished() -> None:
-            try:
-                loop.call_soon_threadsafe(self._on_finished, generation)
-            except RuntimeError:
-                pass
-
-        return finished
-
-    @staticmethod
-    async def _close_stream(stream: Any, timeout: float = 5.0) -> None:
-        """Abort and close `stream` in a worker thread, waiting at most `timeout` seconds."""
-        def close() -> None:
-            try:
-                stream.abort(ignore_errors=True)
-            finally:
-                stream.close(ignore_errors=True)
-
-        try:
-            await asyncio.wait_for(asyncio.shield(asyncio.to_thread(close)), timeout)
-        except asyncio.TimeoutError:
-            log.warning("microphone: closing the old stream took over %.0f s; left behind", timeout)
-        except Exception as e:  # noqa: BLE001 - a broken stream may fail to close; it is gone anyway
-            log.debug("microphone: closing the old stream failed: %s", e)
+        return lambda: post(loop, self._on_finished, generation)
 
     # -- event loop side ---------------------------------------------------------------------------
 
@@ -362,7 +264,7 @@ class Microphone:
             self._wake_supervisor.clear()
             try:
                 await asyncio.wait_for(self._wake_supervisor.wait(), timeout=0.5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             if not self._running:
                 return
@@ -379,12 +281,12 @@ class Microphone:
             stream, self._stream = self._stream, None
         self._failure = None
         if stream is not None:
-            await self._close_stream(stream)
+            await close_stream(stream, "microphone")
         delay = self.retry_initial_seconds
         while self._running:
             try:
                 await asyncio.wait_for(self._wake_supervisor.wait(), timeout=delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake_supervisor.clear()
             if not self._running:
@@ -392,7 +294,7 @@ class Microphone:
             generation = self._generation
             try:
                 installed = await asyncio.to_thread(self._open_and_install, generation)
-            except Exception as e:  # noqa: BLE001 - any failure here means "not back yet"
+            except Exception as e:
                 delay = min(delay * 2, self.retry_max_seconds)
                 log.warning("microphone: still unavailable (%s); retrying in %.1f s", e, delay)
                 continue

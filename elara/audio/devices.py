@@ -145,7 +145,7 @@ _PA_INVALID_SAMPLE_RATE = -9997
 
 def is_rate_error(error: Exception) -> bool:
     """True when a PortAudioError/ValueError says the sample rate is what the device refused."""
-    args = getattr(error, "args", ())
+    args: tuple[object, ...] = getattr(error, "args", ())
     if len(args) > 1 and args[1] == _PA_INVALID_SAMPLE_RATE:
         return True
     return "sample rate" in str(error).lower()

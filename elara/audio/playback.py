@@ -15,14 +15,14 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from elara.audio.capture import resample
-from elara.audio.devices import (AudioDeviceError, DeviceInfo, find_device, is_rate_error,
-                                 load_sounddevice)
+from elara.audio.devices import AudioDeviceError, DeviceInfo, find_device
 from elara.audio.frames import AudioClip
+from elara.audio.streams import close_stream, open_stream, post, resample
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def as_mono_int16(samples: np.ndarray) -> np.ndarray:
 class _Job:
     """One clip on its way out: fed by the callback, awaited by `play()`."""
 
-    __slots__ = ("samples", "pos", "fed", "played", "end")
+    __slots__ = ("end", "fed", "played", "pos", "samples")
 
     def __init__(self, samples: np.ndarray, loop: asyncio.AbstractEventLoop) -> None:
         self.samples = samples
@@ -107,6 +107,15 @@ class Speaker:
     def is_open(self) -> bool:
         """True while an output stream is open."""
         return self._out is not None
+
+    def status(self) -> dict[str, Any]:
+        """The device, whether its stream is open, whether a clip is playing, and gaps heard."""
+        return {
+            "device": self.device.label(),
+            "is_open": self.is_open,
+            "speaking": self.speaking,
+            "underflows": self.underflows,
+        }
 
     async def __aenter__(self) -> Speaker:
         return self
@@ -210,7 +219,7 @@ class Speaker:
             if job.played.done():  # stop() cut it
                 return job.played.result()
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("speaker: %s stopped playing (a %.1f s clip not done after %.1f s); "
                         "closing it", self.device.label(), seconds, budget)
             out.dead = True
@@ -220,8 +229,11 @@ class Speaker:
             out.dead = True
             raise
         if not job.played.done():
-            handle = asyncio.get_running_loop().call_at(
-                end, lambda: job.played.done() or job.played.set_result(True))
+            def heard() -> None:
+                if not job.played.done():
+                    job.played.set_result(True)
+
+            handle = asyncio.get_running_loop().call_at(end, heard)
             try:
                 return await job.played
             finally:
@@ -238,7 +250,7 @@ class Speaker:
             try:
                 self._out = await asyncio.wait_for(opening, 10)
                 self._schedule_idle_close()
-            except Exception:  # noqa: BLE001 - it failed to open: nothing to keep
+            except Exception:
                 pass
             raise
         self._out = out
@@ -257,40 +269,29 @@ class Speaker:
     def _open_output(self, clip_rate: int, loop: asyncio.AbstractEventLoop) -> _Output:
         """Open and start a callback stream (worker thread), at the clip's rate if the device
         takes it, else at the device's default rate."""
-        sd = load_sounddevice()
         info = find_device(self._spec, "output")
         self.device = info
-        errors = []
-        for rate in dict.fromkeys([clip_rate, int(info.default_samplerate), 48_000, 44_100]):
-            out = _Output(rate, clip_rate)
-            try:
-                sd.check_output_settings(device=info.index, channels=1, dtype="int16", samplerate=rate)
-                stream = sd.OutputStream(
-                    device=info.index, samplerate=rate, channels=1, dtype="int16",
-                    blocksize=max(1, round(rate * self.block_seconds)), latency=self.latency,
-                    callback=self._make_callback(out, loop),
-                    finished_callback=self._make_finished_callback(out, loop))
-            except (sd.PortAudioError, ValueError) as e:
-                errors.append(f"{rate} Hz: {e}")
-                if is_rate_error(e):
-                    continue  # try the next rate
-                break  # the device itself is the problem
-            try:
-                stream.start()
-            except sd.PortAudioError as e:
-                stream.close(ignore_errors=True)
-                errors.append(f"{rate} Hz: {e}")
-                continue
-            out.stream = stream
-            out.latency = float(stream.latency)
-            log.info("speaker: %s open at %d Hz (latency %.0f ms)%s", info.label(), rate,
-                     out.latency * 1000, "" if rate == clip_rate else f", clips resampled from {clip_rate} Hz")
-            return out
-        raise AudioDeviceError(
-            f"can't open output device {info.label()} (Audio.OutputDevice): " + "; ".join(errors),
-            code="device_unusable")
+        # one _Output per attempt: a failed stream's late finished callback must not mark the
+        # one that opened as dead
+        outputs: dict[int, _Output] = {}
 
-    def _make_callback(self, out: _Output, loop: asyncio.AbstractEventLoop):
+        def options(rate: int) -> dict[str, Any]:
+            out = outputs[rate] = _Output(rate, clip_rate)
+            return {"blocksize": max(1, round(rate * self.block_seconds)), "latency": self.latency,
+                    "callback": self._make_callback(out, loop),
+                    "finished_callback": self._make_finished_callback(out, loop)}
+
+        rates = [clip_rate, int(info.default_samplerate), 48_000, 44_100]
+        stream, rate = open_stream("output", info, rates, options)
+        out = outputs[rate]
+        out.stream = stream
+        out.latency = float(stream.latency)
+        log.info("speaker: %s open at %d Hz (latency %.0f ms)%s", info.label(), rate,
+                 out.latency * 1000, "" if rate == clip_rate else f", clips resampled from {clip_rate} Hz")
+        return out
+
+    def _make_callback(self, out: _Output, loop: asyncio.AbstractEventLoop
+                       ) -> Callable[[np.ndarray, int, Any, Any], None]:
         def callback(outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
             now = time.monotonic()
             if status.output_underflow:
@@ -312,21 +313,12 @@ class Speaker:
                         finished.append((job, now + ahead + filled / out.stream_rate))
             outdata[filled:] = 0
             for job, end in finished:
-                try:
-                    loop.call_soon_threadsafe(self._on_fed, job, end)
-                except RuntimeError:  # the loop is closed
-                    pass
+                post(loop, self._on_fed, job, end)
 
         return callback
 
-    def _make_finished_callback(self, out: _Output, loop: asyncio.AbstractEventLoop):
-        def finished() -> None:
-            try:
-                loop.call_soon_threadsafe(self._on_stream_finished, out)
-            except RuntimeError:
-                pass
-
-        return finished
+    def _make_finished_callback(self, out: _Output, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+        return lambda: post(loop, self._on_stream_finished, out)
 
     def _on_fed(self, job: _Job, end: float) -> None:
         job.end = end
@@ -371,19 +363,7 @@ class Speaker:
         out.dead = True
         if stream is None:
             return
-
-        def close() -> None:
-            try:
-                stream.abort(ignore_errors=True)  # the audio we care about was heard already
-            finally:
-                stream.close(ignore_errors=True)
-
-        try:
-            await asyncio.wait_for(asyncio.shield(asyncio.to_thread(close)), 5.0)
-        except asyncio.TimeoutError:
-            log.warning("speaker: closing the output stream took over 5 s; left behind")
-        except Exception as e:  # noqa: BLE001 - a broken stream may fail to close
-            log.debug("speaker: closing the output stream failed: %s", e)
+        await close_stream(stream, "speaker")
         log.debug("speaker: output stream closed%s", " (cut)" if abort else "")
 
     def _schedule_idle_close(self, delay: float | None = None) -> None:

@@ -58,8 +58,8 @@ def _say(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
-    from elara.audio.capture import resample
     from elara.audio.frames import SAMPLE_RATE
+    from elara.audio.streams import resample
     from elara.audio.wav import read_wav
     from elara.voice.engines import load_transcriber
     from elara.voice.stt import phantom_reason
