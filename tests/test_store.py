@@ -6,9 +6,17 @@ import base64
 import json
 import logging
 import os
+import pwd
 import re
+import shutil
 import stat
-from datetime import datetime, timedelta, timezone
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +28,8 @@ from elara.conversation.store import ConversationStore, StoredMessage, VerifyRep
 from elara.errors import StoreError, WrongKeyError
 
 PASS = "test passphrase"
-T0 = datetime(2026, 11, 22, 6, 55, 11, 123000, tzinfo=timezone.utc)
+REPO = Path(__file__).resolve().parent.parent
+T0 = datetime(2026, 11, 22, 6, 55, 11, 123000, tzinfo=UTC)
 NAME = re.compile(r"^\d{8}T\d{9}Z_\d{4,}_(user|assistant|system)\.json$")
 
 
@@ -171,11 +180,11 @@ def test_stale_temp_files_are_removed_at_open_fresh_ones_kept(root):
     stale, fresh = root / ".tmp-stale", root / ".tmp-fresh"
     stale.write_bytes(b"half a message")
     fresh.write_bytes(b"being written")
-    hour_ago = (datetime.now(timezone.utc) - timedelta(hours=1)).timestamp()
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).timestamp()
     os.utime(stale, (hour_ago, hour_ago))
     ConversationStore(root, PASS)
     assert not stale.exists() and fresh.exists()
-    ConversationStore(root, PASS, clock=lambda: datetime.now(timezone.utc) + timedelta(days=1))
+    ConversationStore(root, PASS, clock=lambda: datetime.now(UTC) + timedelta(days=1))
     assert not fresh.exists()
 
 
@@ -381,21 +390,99 @@ def test_append_to_a_vanished_directory_is_a_store_error(root):
         store.append(msg("hi"))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
-def test_unwritable_directory_is_a_store_error(root):
-    store = ConversationStore(root, PASS)
-    os.chmod(root, 0o500)
+# Root ignores file modes, and the machines these tests run on run as root; so the two tests below
+# run the store in a child process as a user the kernel checks: nobody, by way of `setpriv`, when
+# we are root; this user when we are not.
+
+UNPRIVILEGED_CHILD = """\
+import json, os, sys
+from datetime import UTC, datetime
+from pathlib import Path
+from elara.conversation.messages import ChatMessage, ChatRole
+from elara.conversation.store import ConversationStore
+from elara.errors import StoreError
+root, passphrase = Path(sys.argv[1]), sys.argv[2]
+def msg(content):
+    return ChatMessage(role=ChatRole.USER, content=content, timestamp_utc=datetime(2026, 11, 22, tzinfo=UTC))
+try:
+{body}
+except StoreError as e:
+    print(json.dumps({{"error": type(e).__name__, "message": str(e)}}))
+else:
+    print(json.dumps({{"error": None}}))
+"""
+
+
+@dataclass(frozen=True)
+class Unprivileged:
+    """Runs Python against a store in `home`, as a user file permissions apply to."""
+
+    prefix: tuple[str, ...]  # setpriv …, or nothing when we are not root
+    home: Path  # a directory that user owns and can reach
+
+    def run(self, body: str, root: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run `body` (with `root`, `passphrase` and `msg()` defined) in a child process."""
+        env = {**os.environ, "HOME": str(self.home), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        code = UNPRIVILEGED_CHILD.format(body=textwrap.indent(textwrap.dedent(body), "    "))
+        return subprocess.run([*self.prefix, sys.executable, "-c", code, str(root), PASS], cwd=self.home,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+
+    def store_error(self, body: str, root: Path) -> str:
+        """The message of the StoreError `body` raises; fails the test if it raises none or another."""
+        done = self.run(body, root)
+        assert done.returncode == 0, f"the child failed:\n{done.stderr}"
+        outcome = json.loads(done.stdout.splitlines()[-1])
+        assert outcome["error"] == "StoreError", f"expected a StoreError, got {outcome}"
+        return str(outcome["message"])
+
+
+@pytest.fixture
+def unprivileged(tmp_path) -> Iterator[Unprivileged]:
+    """This user when it is not root; else nobody under setpriv, in a directory nobody owns
+    (pytest's tmp dirs sit in a 0700 root directory nobody can't enter)."""
+    if os.geteuid() != 0:
+        yield Unprivileged((), tmp_path)
+        return
+    setpriv = shutil.which("setpriv")
     try:
-        with pytest.raises(StoreError, match=f"{root}.*fix:"):
-            store.append(msg("hi"))
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        nobody = None
+    if setpriv is None or nobody is None:
+        pytest.skip("running as root without setpriv (util-linux) or a nobody user: "
+                    "root ignores file permissions")
+    home = Path(tempfile.mkdtemp(prefix="elara-unprivileged-"))
+    try:
+        os.chown(home, nobody.pw_uid, nobody.pw_gid)
+        user = Unprivileged((setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+                             "--clear-groups"), home)
+        probe = user.run("pass", home)  # can nobody start this Python and import elara at all?
+        if probe.returncode != 0:
+            pytest.skip(f"nobody can't run {sys.executable} with elara here: {probe.stderr.strip()[-300:]}")
+        yield user
     finally:
-        os.chmod(root, 0o700)
+        shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
-def test_unreadable_file_is_a_store_error(root):
-    store = ConversationStore(root, PASS)
-    path = store.append(msg("hi"))
-    os.chmod(path, 0o000)
-    with pytest.raises(StoreError, match=f"{path}.*fix:"):
-        ConversationStore(root, PASS).read_tail(1)
+def test_unwritable_directory_is_a_store_error(unprivileged):
+    root = unprivileged.home / "Conversation"
+    message = unprivileged.store_error("""
+        store = ConversationStore(root, passphrase)
+        root.chmod(0o500)
+        store.append(msg("hi"))
+    """, root)
+    assert re.fullmatch(rf"cannot write conversation file {re.escape(str(root))}/\.[^/]+: Permission denied; "
+                        rf"fix: free disk space and make {re.escape(str(root))} writable by this user", message), message
+    assert message_files(root) == []
+
+
+def test_unreadable_file_is_a_store_error(unprivileged):
+    root = unprivileged.home / "Conversation"
+    message = unprivileged.store_error("""
+        ConversationStore(root, passphrase).append(msg("hi")).chmod(0o000)
+        ConversationStore(root, passphrase).read_tail(1)
+    """, root)
+    [name] = message_files(root)
+    assert message == (f"cannot read {root / name}: Permission denied; fix: make it readable by the user "
+                       "running Elara (owner, mode 0700 for the directory, 0600 for files)")

@@ -10,10 +10,10 @@ import re
 import secrets
 import threading
 from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Iterator
 
 from elara.conversation.crypto import (
     DEFAULT_PASSPHRASE,
@@ -105,7 +105,7 @@ class ConversationStore:
         """Open (creating) the store at root; clock gives UTC now for temp-file age; WrongKeyError on a foreign key."""
         self._root = Path(root)
         self._key = derive_key(passphrase)
-        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
         self._tail: deque[str] = deque(maxlen=TAIL_WINDOW)
         self._complete = True  # the tail window holds every message name
@@ -181,26 +181,23 @@ class ConversationStore:
         newest_first: list[ChatMessage] = []
         with self._lock:
             self._sync_index()
-            for name in reversed(self._tail):
+            for name in self._names_newest_first():
                 if not wanted(name):
                     continue
                 message = self._load(name)
                 if message is not None:
                     newest_first.append(message)
                     if len(newest_first) == n:
-                        return newest_first[::-1]
-            if not self._complete and self._tail:
-                # Rare: more wanted than the window holds; fall back to a listing.
-                names = sorted(self._list_dir()[0])
-                for name in reversed(names[: bisect.bisect_left(names, self._tail[0])]):
-                    if not wanted(name):
-                        continue
-                    message = self._load(name)
-                    if message is not None:
-                        newest_first.append(message)
-                        if len(newest_first) == n:
-                            break
+                        break
         return newest_first[::-1]
+
+    def _names_newest_first(self) -> Iterator[str]:
+        """Message names, newest first: the tail window, then (lazily) the older ones on disk."""
+        yield from reversed(self._tail)
+        if not self._complete and self._tail:
+            # Rare: more wanted than the window holds; fall back to a listing.
+            names = sorted(self._list_dir()[0])
+            yield from reversed(names[: bisect.bisect_left(names, self._tail[0])])
 
     def iter_messages(self, roles: Collection[ChatRole] | None = None) -> Iterator[StoredMessage]:
         """Every readable message (of `roles` only, when given), oldest first, with its path."""
@@ -409,18 +406,18 @@ def _role_filter(roles: Collection[ChatRole] | None) -> Callable[[str], bool]:
 
 
 def _iso_millis(timestamp: datetime) -> str:
-    utc = timestamp.astimezone(timezone.utc)
+    utc = timestamp.astimezone(UTC)
     return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
 
 
 def _name_stamp(timestamp: datetime) -> str:
-    utc = timestamp.astimezone(timezone.utc)
+    utc = timestamp.astimezone(UTC)
     return f"{utc:%Y%m%dT%H%M%S}{utc.microsecond // 1000:03d}Z"
 
 
 def _bump_stamp(stamp: str) -> str:
     moment = datetime.strptime(stamp[:15], "%Y%m%dT%H%M%S").replace(
-        microsecond=int(stamp[15:18]) * 1000, tzinfo=timezone.utc
+        microsecond=int(stamp[15:18]) * 1000, tzinfo=UTC
     )
     return _name_stamp(moment + timedelta(milliseconds=1))
 
