@@ -1,6 +1,29 @@
-"""Typed errors: each carries a stable code and a message that names the thing and the fix."""
+"""Every typed error Elara raises on purpose, in one module.
+
+In the manner of Home Assistant's `assist_pipeline/error.py`: one base class and a subclass per
+part that can fail. Each error carries
+
+- `code`: a stable identifier for logs, `elara status`, tests and fix-it tables (an instance may
+  narrow its class's code, e.g. a LanguageModelError with code "timeout");
+- the message: what failed, naming the thing (a config key, a file, a host) and the fix;
+- `exit_status`: what the command line exits with when the error ends a command;
+- `apology`: the sentence the user hears when the error ends a spoken turn, or None for errors
+  that are never heard (they are printed or logged instead).
+
+Plain ValueError/TypeError stay for programming mistakes (a bad argument from code, not from a
+user); the configuration loader turns bad values into ConfigError.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+#: Exit statuses (sysexits.h, and LSB's "program is not running" for `elara status`).
+EXIT_FAILURE = 1
+EXIT_NOT_RUNNING = 3
+EX_UNAVAILABLE = 69
+EX_CONFIG = 78
 
 
 class ElaraError(Exception):
@@ -8,7 +31,9 @@ class ElaraError(Exception):
 
     code = "error"
     #: Process exit status the command line uses for this error.
-    exit_status = 1
+    exit_status = EXIT_FAILURE
+    #: Spoken apologies by code; a class without any is never heard, only printed or logged.
+    APOLOGIES: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -19,12 +44,37 @@ class ElaraError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    @property
+    def apology(self) -> str | None:
+        """A short sentence, fit to be spoken, for this error's code (or its class's); None if none."""
+        return self.APOLOGIES.get(self.code, self.APOLOGIES.get(type(self).code))
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration and models
+
 
 class ConfigError(ElaraError):
     """The configuration is invalid; start-up stops with exit status 78 (EX_CONFIG)."""
 
     code = "config"
-    exit_status = 78
+    exit_status = EX_CONFIG
+
+
+class ModelNotFoundError(ConfigError):
+    """A configured model is not installed or not where the configuration says."""
+
+    code = "model_not_found"
+
+
+class ModelLoadError(ConfigError):
+    """A model was found but does not load (a damaged or wrong file)."""
+
+    code = "model_load"
+
+
+# ---------------------------------------------------------------------------------------------
+# the conversation store
 
 
 class StoreError(ElaraError):
@@ -37,11 +87,33 @@ class WrongKeyError(StoreError):
     """No stored message decrypts with the configured passphrase."""
 
     code = "wrong_key"
-    exit_status = 78
+    exit_status = EX_CONFIG
+
+
+class EnvelopeError(StoreError):
+    """Stored bytes could not be opened as an envelope."""
+
+    code = "envelope"
+
+
+class MalformedEnvelopeError(EnvelopeError):
+    """The bytes are not an AES-256-GCM envelope (not JSON, wrong fields, bad base64 or sizes)."""
+
+    code = "malformed_envelope"
+
+
+class AuthenticationError(EnvelopeError):
+    """The envelope is well formed but does not authenticate: wrong key or tampered bytes."""
+
+    code = "authentication_failed"
+
+
+# ---------------------------------------------------------------------------------------------
+# a turn: context and the language model
 
 
 class ContextError(ElaraError):
-    """A context provider could not supply context for a prompt."""
+    """A context provider could not supply context for a prompt (the turn goes on without it)."""
 
     code = "context"
 
@@ -50,9 +122,9 @@ class LanguageModelError(ElaraError):
     """The language model failed; `code` says how and `apology` is what the user hears."""
 
     code = "model_error"
-    exit_status = 69  # EX_UNAVAILABLE
+    exit_status = EX_UNAVAILABLE
 
-    APOLOGIES = {
+    APOLOGIES: ClassVar[Mapping[str, str]] = {
         "unreachable": "I can't reach the language model right now.",
         "model_missing": "The language model isn't installed yet.",
         "timeout": "The language model took too long to answer.",
@@ -64,3 +136,31 @@ class LanguageModelError(ElaraError):
     def apology(self) -> str:
         """A short sentence, fit to be spoken, that names the cause."""
         return self.APOLOGIES.get(self.code, self.APOLOGIES["model_error"])
+
+
+# ---------------------------------------------------------------------------------------------
+# sound
+
+
+class AudioDeviceError(ElaraError):
+    """A sound device is missing or unusable, or PortAudio is not installed (exit status 69)."""
+
+    code = "audio_device"
+    exit_status = EX_UNAVAILABLE  # an operational problem, not a bad config value
+
+
+class WavError(ElaraError):
+    """A file is not a WAV Elara can read."""
+
+    code = "wav"
+
+
+# ---------------------------------------------------------------------------------------------
+# the running daemon
+
+
+class DaemonNotRunning(ElaraError):
+    """No daemon answered on the status socket."""
+
+    code = "not_running"
+    exit_status = EXIT_NOT_RUNNING

@@ -8,19 +8,13 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from elara.errors import ElaraError
+from elara.errors import DaemonNotRunning, ElaraError
 
 log = logging.getLogger(__name__)
-
-
-class DaemonNotRunning(ElaraError):
-    """No daemon answered on the status socket."""
-
-    code = "not_running"
-    exit_status = 3
 
 
 class StatusServer:
@@ -73,7 +67,7 @@ class StatusServer:
                 reply = {"error": f"unknown request {request[:40]!r}; try 'status'"}
             writer.write(json.dumps(reply).encode() + b"\n")
             await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError):
             pass
         finally:
             writer.close()

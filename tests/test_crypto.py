@@ -10,20 +10,18 @@ import pytest
 
 from elara.conversation.crypto import (
     DEFAULT_PASSPHRASE,
-    AuthenticationError,
-    MalformedEnvelopeError,
     derive_key,
     open_envelope,
     parse_envelope,
     seal,
 )
-from elara.errors import StoreError
+from elara.errors import AuthenticationError, MalformedEnvelopeError, StoreError
 
 KEY = derive_key("correct horse battery staple")
 
 
 def test_key_is_sha256_of_utf8_passphrase():
-    assert derive_key("pässwörd") == hashlib.sha256("pässwörd".encode("utf-8")).digest()
+    assert derive_key("pässwörd") == hashlib.sha256("pässwörd".encode()).digest()
     assert len(derive_key(DEFAULT_PASSPHRASE)) == 32
     assert DEFAULT_PASSPHRASE == "replace-me-before-deployment"
 

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from elara.errors import ElaraError
+from elara.errors import AudioDeviceError
 
 if TYPE_CHECKING:  # pragma: no cover
     import types
@@ -22,13 +22,6 @@ Kind = Literal["input", "output"]
 
 #: The configuration key that picks the device of each kind.
 CONFIG_KEYS: dict[str, str] = {"input": "Audio.InputDevice", "output": "Audio.OutputDevice"}
-
-
-class AudioDeviceError(ElaraError):
-    """A sound device is missing or unusable, or PortAudio is not installed (exit status 69)."""
-
-    code = "audio_device"
-    exit_status = 69  # EX_UNAVAILABLE: an operational problem, not a bad config value
 
 
 @dataclass(frozen=True)

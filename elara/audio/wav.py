@@ -8,13 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from elara.audio.frames import AudioClip
-from elara.errors import ElaraError
-
-
-class WavError(ElaraError):
-    """A file is not a WAV Elara can read."""
-
-    code = "wav"
+from elara.errors import WavError
 
 
 def read_wav(path: Path) -> AudioClip:

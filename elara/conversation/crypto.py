@@ -11,30 +11,14 @@ import os
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from elara.errors import StoreError
+# EnvelopeError is re-exported for the store, which catches both kinds at once.
+from elara.errors import AuthenticationError, MalformedEnvelopeError
+from elara.errors import EnvelopeError as EnvelopeError
 
 DEFAULT_PASSPHRASE = "replace-me-before-deployment"
 ALGORITHM = "AES-256-GCM"
 NONCE_BYTES = 12
 TAG_BYTES = 16
-
-
-class EnvelopeError(StoreError):
-    """Stored bytes could not be opened as an envelope."""
-
-    code = "envelope"
-
-
-class MalformedEnvelopeError(EnvelopeError):
-    """The bytes are not an AES-256-GCM envelope (not JSON, wrong fields, bad base64 or sizes)."""
-
-    code = "malformed_envelope"
-
-
-class AuthenticationError(EnvelopeError):
-    """The envelope is well formed but does not authenticate: wrong key or tampered bytes."""
-
-    code = "authentication_failed"
 
 
 def derive_key(passphrase: str) -> bytes:
