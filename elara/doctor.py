@@ -203,10 +203,10 @@ def resolve_models(settings: Settings) -> list[Any]:
 
 
 def check_model(record: Any, load: Callable[[Any], float] | None = None) -> Check:
-    """Load one resolved model for real (`models.check_loads`) and say how long it took."""
-    from elara.voice import models
+    """Load one resolved model for real (`engines.check_loads`) and say how long it took."""
+    from elara.voice.engines import check_loads
 
-    load = load or models.check_loads
+    load = load or check_loads
     name = model_check_name(record)
     try:
         seconds = load(record)
@@ -449,7 +449,7 @@ def run_checks(config_path: str | os.PathLike[str] | None = None, *,
     """Run every check in order; `report` is called with each as it finishes.
 
     Checks that need settings fail with NEEDS_CONFIG when the configuration is invalid.
-    `load_model` replaces `models.check_loads` (tests share one load per model).
+    `load_model` replaces `engines.check_loads` (tests share one load per model).
     """
     results: list[Check] = []
 

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -48,8 +48,8 @@ def env(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def load_once():
-    """models.check_loads, each model loaded for real once per session."""
-    from elara.voice.models import check_loads
+    """engines.check_loads, each model loaded for real once per session."""
+    from elara.voice.engines import check_loads
 
     seconds: dict = {}
 
@@ -81,7 +81,7 @@ def write_history(root: Path, key: str = KEY, turns: int = 2) -> list[Path]:
     paths = []
     for i in range(turns):
         for role in (ChatRole.USER, ChatRole.ASSISTANT):
-            paths.append(store.append(ChatMessage(role, f"message {i}", datetime.now(timezone.utc))))
+            paths.append(store.append(ChatMessage(role, f"message {i}", datetime.now(UTC))))
     return paths
 
 

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from elara.errors import ConfigError
+from elara.errors import ConfigError, ModelNotFoundError
 from elara.voice import models
 from elara.voice.models import (
-    ModelLoadError,
-    ModelNotFoundError,
     ModelRecord,
     available_models,
-    check_loads,
     default_models_dirs,
     friendly_wake_name,
     resolve_vad,
@@ -129,6 +125,7 @@ def test_whisper_directory_without_model_bin(tmp_path):
 
 def test_whisper_base_is_joined_once_from_its_two_packages(tmp_path, monkeypatch, transcriber):
     import voice_clips
+
     from elara.voice.stt import Transcriber
 
     monkeypatch.delenv("CACHE_DIRECTORY", raising=False)
@@ -252,21 +249,3 @@ def test_available_models_lists_builtins_and_models_dir_contents(tmp_path):
         }.get(record.kind)
         if resolver:
             assert resolver(record.name).path == record.path
-
-
-def test_check_loads_loads_each_kind():
-    kinds = {}
-    for record in available_models():
-        if record.kind not in kinds and record.name in ("hey_jarvis", "tiny.en", "en_US-joe-medium", "silero"):
-            kinds[record.kind] = check_loads(record)
-    assert set(kinds) == {"wake_word", "speech_to_text", "text_to_speech", "vad"}
-    assert all(seconds > 0 for seconds in kinds.values())
-
-
-def test_check_loads_reports_a_broken_model(tmp_path):
-    broken = tmp_path / "broken.onnx"
-    broken.write_bytes(os.urandom(256))
-    with pytest.raises(ModelLoadError) as caught:
-        check_loads(resolve_wake_word(str(broken)))
-    assert isinstance(caught.value, ConfigError)
-    assert str(caught.value).startswith("WakeWord.Models:") and "broken.onnx" in str(caught.value)

@@ -6,10 +6,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from elara.voice.models import ModelNotFoundError, resolve_whisper
-from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
 from voice_clips import concat, espeak_speech, noise, piper_speech, silence
+
+from elara.errors import ModelNotFoundError
+from elara.voice.models import resolve_whisper
+from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
 
 
 def utterance(speech: np.ndarray) -> np.ndarray:

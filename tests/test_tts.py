@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from voice_clips import resample
 
 from elara.audio.frames import AudioClip
-from elara.voice.models import ModelNotFoundError, resolve_voice
-from elara.voice.tts import Synthesizer, speakable
-from voice_clips import resample
+from elara.errors import ModelNotFoundError
+from elara.voice.models import resolve_voice
+from elara.voice.tts import PiperSynthesizer, speakable
 
 
 def test_synthesize_returns_int16_at_the_voice_rate_of_plausible_length(synthesizer):
@@ -47,7 +48,7 @@ def test_nothing_speakable_gives_an_empty_clip(synthesizer, text):
 
 def test_length_scale_slows_the_voice(synthesizer):
     record = resolve_voice("en_US-joe-medium")
-    slow = Synthesizer(record.path, record.config_path, length_scale=1.6)
+    slow = PiperSynthesizer(record.path, record.config_path, length_scale=1.6)
     text = "Set a timer for ten minutes."
     assert slow.synthesize(text).duration > 1.3 * synthesizer.synthesize(text).duration
 
@@ -79,4 +80,4 @@ def test_speakable(text, spoken):
 
 def test_missing_voice_files_are_a_config_error(tmp_path):
     with pytest.raises(ModelNotFoundError, match="TextToSpeech.Voice"):
-        Synthesizer(tmp_path / "voice.onnx", tmp_path / "voice.onnx.json")
+        PiperSynthesizer(tmp_path / "voice.onnx", tmp_path / "voice.onnx.json")

@@ -6,10 +6,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from elara.audio.frames import FRAME_SECONDS
-from elara.voice.models import ModelNotFoundError, resolve_wake_word
-from elara.voice.wake import WakeDetection, WakeWordDetector
 from voice_clips import (
     ESPEAK_VOICES,
     concat,
@@ -20,6 +16,11 @@ from voice_clips import (
     silence,
     with_noise,
 )
+
+from elara.audio.frames import FRAME_SECONDS
+from elara.errors import ModelNotFoundError
+from elara.voice.models import resolve_wake_word
+from elara.voice.wake import WakeDetection, WakeWordDetector
 
 LEAD = 1.0  # seconds of silence before the speech in every clip
 

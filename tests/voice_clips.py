@@ -19,8 +19,8 @@ import shutil
 import subprocess
 import tempfile
 import wave
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -107,10 +107,10 @@ def resample(samples: np.ndarray, rate: int, to_rate: int = SAMPLE_RATE) -> np.n
 def synthesizer():
     """The real Piper voice (en_US-joe-medium), loaded once per process."""
     from elara.voice.models import JOE_VOICE, resolve_voice
-    from elara.voice.tts import Synthesizer
+    from elara.voice.tts import PiperSynthesizer
 
     record = resolve_voice(JOE_VOICE)
-    return Synthesizer(record.path, record.config_path)
+    return PiperSynthesizer(record.path, record.config_path)
 
 
 @functools.cache

@@ -79,6 +79,7 @@ def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
 def _models(args: argparse.Namespace, settings: Settings) -> int:
     from elara.errors import ElaraError
     from elara.voice import models
+    from elara.voice.engines import check_loads
 
     dirs = models.default_models_dirs()
     selected = set()
@@ -94,7 +95,7 @@ def _models(args: argparse.Namespace, settings: Settings) -> int:
     for record in models.available_models(dirs):
         mark = "*" if record.path in selected else " "
         try:
-            seconds = models.check_loads(record)
+            seconds = check_loads(record)
             status = f"✓ loads in {seconds:.2f} s"
         except ElaraError as exc:
             status, failures = f"✗ {exc}", failures + 1

@@ -1,32 +1,113 @@
-"""Loading the configured voice engines: wake word, Whisper, Piper (blocking; seconds each)."""
+"""Engine loading: resolved models → loaded wake word, Whisper, Piper and Silero engines.
+
+`elara.voice.models` turns config values into ModelRecords without importing any engine; this
+module builds the engines from those records (each engine imports its library — openWakeWord,
+faster-whisper, Piper, ONNX Runtime — when constructed). Loading blocks for seconds: call it from
+a worker thread in the daemon.
+"""
 
 from __future__ import annotations
 
-from elara.settings import Settings
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from elara.audio.frames import FRAME_SAMPLES, AudioFrame
+from elara.errors import ConfigError, ModelLoadError, ModelNotFoundError
+from elara.settings import Settings, SpeechToTextSettings, TextToSpeechSettings, WakeWordSettings
 from elara.voice import models
+from elara.voice.models import ModelRecord
 from elara.voice.stt import Transcriber
-from elara.voice.tts import Synthesizer
+from elara.voice.tts import PiperSynthesizer
+from elara.voice.vad import SileroVad
 from elara.voice.wake import WakeWordDetector
+
+# ---------------------------------------------------------------------------------------------
+# from records
+
+
+def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None = None) -> WakeWordDetector:
+    """Resolved wake-word models, loaded into one detector tuned by `wake` (its defaults without)."""
+    paths = [record.path for record in records]
+    if wake is None:
+        return WakeWordDetector(paths)
+    return WakeWordDetector(paths, threshold=wake.threshold, trigger_level=wake.trigger_level,
+                            refractory_seconds=wake.refractory_seconds)
+
+
+def transcriber(record: ModelRecord, stt: SpeechToTextSettings | None = None) -> Transcriber:
+    """A resolved Whisper model, loaded with the `stt` settings (the Transcriber's defaults without)."""
+    if stt is None:
+        return Transcriber(record.path)
+    return Transcriber(record.path, language=stt.language, beam_size=stt.beam_size,
+                       window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold)
+
+
+def synthesizer(record: ModelRecord, tts: TextToSpeechSettings | None = None) -> PiperSynthesizer:
+    """A resolved Piper voice, loaded with the `tts` length scale (1.0 without)."""
+    if record.config_path is None:
+        raise ModelNotFoundError(
+            f"{record.config_key}: the Piper voice {record.path} has no config; put its "
+            f"{record.path.name}.json next to it")
+    length_scale = 1.0 if tts is None else tts.length_scale
+    return PiperSynthesizer(record.path, record.config_path, length_scale=length_scale)
+
+
+def silero_vad(record: ModelRecord) -> SileroVad:
+    """The resolved Silero VAD model, loaded."""
+    return SileroVad(record.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# from settings (what the daemon and the commands use)
 
 
 def load_wake(settings: Settings) -> WakeWordDetector:
     """The configured wake-word models, loaded."""
     records = models.resolve_wake_words(settings.wake_word.models, models.default_models_dirs())
-    ww = settings.wake_word
-    return WakeWordDetector([r.path for r in records], threshold=ww.threshold,
-                            trigger_level=ww.trigger_level, refractory_seconds=ww.refractory_seconds)
+    return wake_detector(records, settings.wake_word)
 
 
 def load_transcriber(settings: Settings) -> Transcriber:
     """The configured Whisper model, loaded."""
-    stt = settings.speech_to_text
-    record = models.resolve_whisper(stt.model, models.default_models_dirs())
-    return Transcriber(record.path, language=stt.language, beam_size=stt.beam_size,
-                       window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold)
+    record = models.resolve_whisper(settings.speech_to_text.model, models.default_models_dirs())
+    return transcriber(record, settings.speech_to_text)
 
 
-def load_synthesizer(settings: Settings) -> Synthesizer:
+def load_synthesizer(settings: Settings) -> PiperSynthesizer:
     """The configured Piper voice, loaded."""
-    voice = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())
-    return Synthesizer(voice.path, voice.config_path,
-                       length_scale=settings.text_to_speech.length_scale)
+    record = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())
+    return synthesizer(record, settings.text_to_speech)
+
+
+# ---------------------------------------------------------------------------------------------
+# checking
+
+
+def check_loads(record: ModelRecord) -> float:
+    """Load the model for real (and run it once on a little silence); returns the seconds it took.
+
+    Raises ModelLoadError naming the config key and the file when it does not load.
+    """
+    silence = AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), 0.0)
+    started = time.perf_counter()
+    try:
+        if record.kind == "wake_word":
+            wake_detector([record]).process(silence)
+        elif record.kind == "speech_to_text":
+            transcriber(record).transcribe(np.zeros(8_000, dtype=np.int16))
+        elif record.kind == "text_to_speech":
+            synthesizer(record).synthesize("Hello.")
+        elif record.kind == "vad":
+            silero_vad(record).speech_probability(silence)
+        else:
+            raise ValueError(f"unknown model kind {record.kind!r}")
+    except ConfigError:  # already names the key and the file
+        raise
+    except Exception as exc:  # any failure to load is the model's problem here
+        raise ModelLoadError(
+            f"{record.config_key}: {record.name!r} ({record.path}) does not load: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return time.perf_counter() - started

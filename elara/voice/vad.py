@@ -14,7 +14,8 @@ from typing import Protocol
 import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE, AudioFrame
-from elara.voice.models import VAD_KEY, ModelLoadError, ModelNotFoundError, silero_vad_path
+from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.voice.models import VAD_KEY, silero_vad_path
 
 
 class VoiceActivity(Protocol):

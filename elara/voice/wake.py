@@ -5,14 +5,15 @@ from __future__ import annotations
 import contextlib
 import io
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from elara.audio.frames import AudioFrame
-from elara.voice.models import WAKE_WORD_KEY, ModelLoadError, ModelNotFoundError, friendly_wake_name
+from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
 
 
 @dataclass(frozen=True)
