@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import ChatMessage, ChatRole, Prompt
+from elara.conversation.records import SUMMARY, memory_record
 from elara.conversation.telemetry import (
     PARTS,
     WARNING_FRACTION,
@@ -18,9 +19,8 @@ from elara.conversation.telemetry import (
     report,
     split_system,
 )
-from elara.memory.records import SUMMARY, memory_record
 
-AT = datetime(2026, 11, 22, 6, 55, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 22, 6, 55, tzinfo=UTC)
 SYSTEM = "You are Elara.\nSpeak briefly.\n"
 FACTS = "What you know about the user:\n- lives in Leeds\n- has a dog called Rex"
 

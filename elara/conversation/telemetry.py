@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import ChatRole, Prompt
-from elara.memory.records import KIND, SUMMARY
+from elara.conversation.records import FACTS_HEADING, KIND, SUMMARY
 
 #: The parts of a prompt, in the order they are reported.
 PARTS = ("system", "facts", "summary", "retrieved", "history", "user")
 #: Above this fraction of num_ctx, check() warns.
 WARNING_FRACTION = 0.8
-#: The line the system prompt provider puts before the remembered facts.
-FACTS_HEADING = "What you know about the user:"
-
 _FACTS_LINE = re.compile(rf"^{re.escape(FACTS_HEADING)}", re.MULTILINE)
 
 #: For the warning: besides num_ctx and the history budget, what shrinks each part.

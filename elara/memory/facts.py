@@ -36,13 +36,15 @@ import logging
 import re
 import secrets
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.prompts import SystemPromptProvider, utc_now
+from elara.conversation.records import FACTS_HEADING
 from elara.conversation.store import ConversationStore
 from elara.errors import LanguageModelError, StoreError
 from elara.memory.phrasing import normalize, significant_words, subject
@@ -58,8 +60,6 @@ SOURCE = "source"
 EXPLICIT = "explicit"
 MODEL = "model"
 
-#: The heading of the facts in the system prompt.
-SYSTEM_BLOCK_HEADING = "What you know about the user:"
 #: The shortest id prefix `forget` accepts, so a short word is never taken for an id.
 MIN_ID_PREFIX = 4
 #: Limits on what the extractor may return.
@@ -183,7 +183,7 @@ class FactBook:
         facts = self._published
         if not facts:
             return ""
-        return "\n".join([SYSTEM_BLOCK_HEADING, *(f"- {f.text}" for f in facts)])
+        return "\n".join([FACTS_HEADING, *(f"- {f.text}" for f in facts)])
 
     # -- inside the lock ---------------------------------------------------------------------
 
@@ -271,7 +271,7 @@ class FactBook:
     def _write(self, fact_id: str, text: str, created: datetime, updated: datetime,
                source: str) -> Fact:
         record = memory_record(FACT, text, updated, **{
-            ID: fact_id, CREATED: created.astimezone(timezone.utc).isoformat(), SOURCE: source})
+            ID: fact_id, CREATED: created.astimezone(UTC).isoformat(), SOURCE: source})
         path = self._store.append(record)
         return Fact(fact_id, text, created, record.timestamp_utc, path, source)
 

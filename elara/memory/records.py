@@ -1,24 +1,7 @@
-"""The memory records' shape in the store: System-role messages with a `kind` in their metadata."""
+"""The memory records' shape in the store, defined in `elara.conversation.records` (re-exported)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from elara.conversation.records import EMBEDDING, FACT, FACTS_HEADING, KIND, SUMMARY, kind_of, memory_record
 
-from elara.conversation.messages import ChatMessage, ChatRole
-
-KIND = "kind"
-SUMMARY = "summary"
-FACT = "fact"
-EMBEDDING = "embedding"
-
-
-def memory_record(kind: str, content: str, timestamp: datetime, **metadata: str) -> ChatMessage:
-    """A System-role message of this kind; metadata values must be strings."""
-    return ChatMessage(ChatRole.SYSTEM, content, timestamp, {KIND: kind, **metadata})
-
-
-def kind_of(message: ChatMessage) -> str | None:
-    """The record's kind, or None for a conversation turn or a plain system message."""
-    if message.role is not ChatRole.SYSTEM:
-        return None
-    return message.metadata.get(KIND)
+__all__ = ["EMBEDDING", "FACT", "FACTS_HEADING", "KIND", "SUMMARY", "kind_of", "memory_record"]
