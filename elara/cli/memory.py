@@ -6,8 +6,9 @@ import argparse
 import sys
 
 from elara import wiring
+from elara.errors import DaemonNotRunning
 from elara.paths import status_socket
-from elara.status import DaemonNotRunning, query_status
+from elara.status import query_status
 from elara.memory.facts import FactBook
 from elara.settings import Settings
 
