@@ -21,7 +21,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from elara.errors import ConfigError, ElaraError, LanguageModelError, StoreError, WrongKeyError
+from elara.errors import (
+    AudioDeviceError,
+    ConfigError,
+    ElaraError,
+    LanguageModelError,
+    StoreError,
+    WrongKeyError,
+)
 from elara.settings import Settings
 
 T = TypeVar("T")
@@ -138,7 +145,7 @@ def check_config(config_path: str | os.PathLike[str] | None = None) -> tuple[Che
 
 def check_devices(settings: Settings) -> list[Check]:
     """The configured microphone and speaker resolve to PortAudio devices."""
-    from elara.audio.devices import CONFIG_KEYS, AudioDeviceError, find_device
+    from elara.audio.devices import CONFIG_KEYS, find_device
 
     checks = []
     for kind, name, spec in (("input", INPUT_DEVICE, settings.audio.input_device),
