@@ -286,19 +286,38 @@ def check_language_model(settings: Settings) -> Check:
 
 
 def check_encryption_key(settings: Settings) -> Check:
-    """Context.EncryptionKey is not the published default passphrase."""
-    from elara.conversation.crypto import DEFAULT_PASSPHRASE
+    """Where the history's key comes from (elara.keys, generating nothing); the published default
+    passphrase fails, with the fix."""
+    from elara import keys, wiring
 
-    if settings.context.encryption_key == DEFAULT_PASSPHRASE:
-        return failed(
-            ENCRYPTION_KEY,
-            "Context.EncryptionKey is the default passphrase, which anyone can read: the history "
-            "is not private",
-            "set Context.EncryptionKey to a secret passphrase (in a config file only you can "
-            "read, or ELARA__Context__EncryptionKey), or Context.EncryptionKeyFile, or a systemd "
-            "credential `elara-key`; history written with the old key won't decrypt with the new "
-            "one, so `elara history export` it first or `elara history purge --older-than 0d`")
-    return passed(ENCRYPTION_KEY, "Context.EncryptionKey is not the default passphrase")
+    try:
+        key = keys.resolve(settings)
+    except ConfigError as exc:
+        return failed(ENCRYPTION_KEY, str(exc),
+                      "fix the key file's path or permissions (mode 0600, owned by this user)")
+    if key.source.kind == keys.GENERATED:
+        return passed(ENCRYPTION_KEY, f"from {key.source.describe()}; keep a copy somewhere safe: "
+                                      "losing it loses the history")
+    if key.source.kind != keys.DEFAULT:
+        return passed(ENCRYPTION_KEY, f"from {key.source.describe()}")
+    fix = ("set Context.EncryptionKey to a secret passphrase (in a config file only you can "
+           "read, or ELARA__Context__EncryptionKey), or Context.EncryptionKeyFile, or a systemd "
+           "credential `elara-key`")
+    try:
+        history = keys.holds_messages(wiring.store_root(settings))
+    except ConfigError:
+        history = True
+    if history:
+        fix += ("; history written with the old key won't decrypt with the new one: `elara "
+                "history rekey --to-key-file PATH` re-encrypts it (or export it first, or "
+                "`elara history purge --older-than 0d`)")
+    else:
+        fix += (f"; or just start Elara (`elara run`, `elara ask`): with no history yet it "
+                f"generates a random key into {keys.generated_key_path()}")
+    return failed(
+        ENCRYPTION_KEY,
+        "Context.EncryptionKey is the default passphrase, which anyone can read: the history "
+        "is not private", fix)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,6 +349,7 @@ def check_store(settings: Settings) -> list[Check]:
 
 def check_store_decrypts(settings: Settings, root: Path) -> Check:
     """Open the existing store at `root` with the configured key and try every message file."""
+    from elara import keys
     from elara.conversation.store import ConversationStore
 
     store_log = logging.getLogger("elara.conversation.store")
@@ -337,11 +357,15 @@ def check_store_decrypts(settings: Settings, root: Path) -> Check:
     store_log.addFilter(quiet)  # the default-key and skipped-file warnings are reported below
     try:
         try:
-            store = ConversationStore(root, settings.context.encryption_key, clock=lambda: _EPOCH)
+            key = keys.resolve(settings)  # generates nothing
+            store = ConversationStore(root, key.passphrase, clock=lambda: _EPOCH)
             report = store.verify()
+        except ConfigError as exc:
+            return failed(HISTORY, str(exc), "fix the key file (see the encryption key check)")
         except WrongKeyError as exc:
-            return failed(HISTORY, str(exc),
-                          "set Context.EncryptionKey to the passphrase the history was written with")
+            return failed(HISTORY, f"{exc} (the key now comes from {key.source.describe()})",
+                          "set Context.EncryptionKey (or Context.EncryptionKeyFile) to the "
+                          "passphrase the history was written with")
         except StoreError as exc:
             return failed(HISTORY, str(exc),
                           f"make {root} readable by the user running Elara (`chmod 700 "

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Mapping
 
-from elara import personalities
+from elara import keys, personalities
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation import telemetry
 from elara.conversation.messages import Prompt
@@ -15,7 +14,6 @@ from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder, System
 from elara.conversation.redaction import Redactor
 from elara.conversation.render import OllamaChatRenderer, PromptRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
-from elara.errors import ConfigError
 from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.manager import Memory
 from elara.orchestrator import Orchestrator, SentenceSink
@@ -31,40 +29,26 @@ def store_root(settings: Settings) -> Path:
 
 log = logging.getLogger(__name__)
 
-CREDENTIAL_NAME = "elara-key"
+CREDENTIAL_NAME = keys.CREDENTIAL_NAME
 #: Ollama's context window when LanguageModel.Options sets no num_ctx
 DEFAULT_NUM_CTX = 4096
 
 
 def encryption_passphrase(settings: Settings, env: Mapping[str, str] | None = None) -> str:
-    """The history's passphrase: the systemd credential `elara-key`, else the file named by
-    `Context.EncryptionKeyFile`, else `Context.EncryptionKey`. ConfigError if a file is unusable."""
-    env = os.environ if env is None else env
-    candidates = []
-    if env.get("CREDENTIALS_DIRECTORY"):
-        credential = Path(env["CREDENTIALS_DIRECTORY"]) / CREDENTIAL_NAME
-        if credential.is_file():
-            candidates.append((credential, "the systemd credential elara-key"))
-    if settings.context.encryption_key_file:
-        candidates.append((Path(settings.context.encryption_key_file).expanduser(),
-                           "Context.EncryptionKeyFile"))
-    if not candidates:
-        return settings.context.encryption_key
-    path, source = candidates[0]
-    try:
-        # A trailing newline is how editors and `echo` end a file, not part of the passphrase.
-        key = path.read_text(encoding="utf-8").rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: cannot read the key file {path} ({exc}); "
-                          "fix the path or its permissions") from None
-    if not key.strip():
-        raise ConfigError(f"{source}: the key file {path} is empty; write the passphrase into it")
-    return key
+    """The history's passphrase as `elara.keys.resolve` finds it, generating nothing.
+    ConfigError if a key file is unusable."""
+    return keys.resolve(settings, env).passphrase
 
 
-def open_store(settings: Settings) -> ConversationStore:
-    """Open the encrypted store; WrongKeyError when the key does not match the history."""
-    return ConversationStore(store_root(settings), encryption_passphrase(settings))
+def open_store(settings: Settings, *, create_key: bool = True) -> ConversationStore:
+    """Open the encrypted store; WrongKeyError when the key does not match the history.
+
+    With create_key (for commands that write), a store with no messages and no configured key
+    gets a generated one (elara.keys); commands that only read pass False.
+    """
+    root = store_root(settings)
+    key = keys.resolve(settings, generate_for=root if create_key else None)
+    return ConversationStore(root, key.passphrase)
 
 
 def make_language_model(settings: Settings) -> OllamaLanguageModel:

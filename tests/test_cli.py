@@ -79,6 +79,14 @@ def test_chat_reads_turns_until_eof(tmp_path, env, ollama_server):
 
 
 def test_default_key_warns(tmp_path, env, ollama_server):
+    # A history already written with the default key keeps it (a new one gets a generated key).
+    from datetime import UTC, datetime
+
+    from elara.conversation.crypto import DEFAULT_PASSPHRASE
+    from elara.conversation.messages import ChatMessage
+
+    ConversationStore(tmp_path / "cache" / "elara" / "Conversation", DEFAULT_PASSPHRASE).append(
+        ChatMessage(ChatRole.USER, "before", datetime(2026, 1, 1, tzinfo=UTC)))
     del env["ELARA__Context__EncryptionKey"]
     env["ELARA__LanguageModel__Host"] = ollama_server.url
     done = elara(env, "-v", "ask", "hi")

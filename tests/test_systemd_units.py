@@ -28,6 +28,8 @@ INSTALL = REPO / "scripts" / "install"
 UNINSTALL = REPO / "scripts" / "uninstall"
 TIMEOUT = 60
 PLACEHOLDER = re.compile(r"@[A-Z_]+@")
+#: The user unit's writable configuration directory, where a generated history key goes.
+KEY_DIRECTORY = "%E/elara"
 
 needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                                    reason="systemd-analyze missing (Debian package systemd)")
@@ -148,6 +150,10 @@ def test_user_unit_specifics():
     # systemd 252 applies ProtectSystem=/ProtectHome=/PrivateTmp= in a user unit only with this.
     assert service["PrivateUsers"] == ["yes"]
     assert "User" not in service and "StateDirectory" not in service
+    # A generated history key goes to ~/.config/elara/key (elara.keys), so that stays writable.
+    assert service["ConfigurationDirectory"] == ["elara"]
+    assert service["ConfigurationDirectoryMode"] == ["0700"]
+    assert KEY_DIRECTORY in service["ReadWritePaths"]
     assert "LoadCredential" not in service  # a commented example only
     assert unit["Install"]["WantedBy"] == ["default.target"]
 
@@ -176,11 +182,11 @@ def test_render_makes_paths_absolute_and_quotes_spaces(tmp_path, monkeypatch):
     words = shlex.split(service["ExecStart"][0])
     assert words == [str(ELARA), "run", "--config", str(tmp_path / "my conf" / "elara.json")]
     assert units.config_from_unit(text) == tmp_path / "my conf" / "elara.json"
-    assert shlex.split(service["ReadWritePaths"][0]) == [f"-{tmp_path}/hist ory",
-                                                         f"-{tmp_path}/other"]
+    assert shlex.split(service["ReadWritePaths"][-1]) == [f"-{tmp_path}/hist ory",
+                                                          f"-{tmp_path}/other"]
     assert "#:" not in text and not PLACEHOLDER.search(text)
-    # Without extra directories the @WRITABLE@ line disappears.
-    assert "ReadWritePaths" not in parse_unit(render(units.USER_UNIT))["Service"]
+    # Without extra directories the @WRITABLE@ line disappears; the key's directory stays.
+    assert parse_unit(render(units.USER_UNIT))["Service"]["ReadWritePaths"] == [KEY_DIRECTORY]
     assert units.config_from_unit(render(units.USER_UNIT)) is None
 
 
@@ -314,7 +320,7 @@ def test_install_makes_a_configured_storage_root_writable(home, tmp_path):
     config.write_text(json.dumps({"Context": {"StorageRoot": str(store)}}))
     assert run(INSTALL, "--config", str(config), "--no-start", env=env).returncode == 0
     service = parse_unit(unit_path(home_dir).read_text())["Service"]
-    assert service["ReadWritePaths"] == [f"-{store}"]
+    assert service["ReadWritePaths"] == [KEY_DIRECTORY, f"-{store}"]
     assert store.is_dir() and stat.S_IMODE(store.stat().st_mode) == 0o700
 
 

@@ -1,4 +1,4 @@
-"""`elara history list|export|purge|verify`: the decrypted history, on this machine's terminal only."""
+"""`elara history list|export|purge|verify|rekey`: the decrypted history, on this machine's terminal only."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import re
 import sys
 from datetime import datetime, timedelta, timezone
 from itertools import groupby
+from pathlib import Path
 
-from elara import wiring
+from elara import keys, wiring
 from elara.conversation.messages import ChatMessage
+from elara.conversation.rekey import rekey as rekey_store
 from elara.conversation.store import encode_message
+from elara.paths import status_socket
 from elara.settings import Settings
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -34,6 +37,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     purge.set_defaults(handler=_purge)
     verify = sub.add_parser("verify", help="check every file decrypts; exit 1 if any does not")
     verify.set_defaults(handler=_verify)
+    rekey = sub.add_parser(
+        "rekey", help="re-encrypt every message to the passphrase in a key file (resumable)")
+    rekey.add_argument("--to-key-file", required=True, type=Path, metavar="PATH",
+                       help="the new passphrase, in a file (a trailing newline is ignored)")
+    rekey.add_argument("--from-key-file", type=Path, metavar="PATH",
+                       help="the current passphrase, when it is not the one Elara is configured with")
+    rekey.set_defaults(handler=_rekey)
+
 
 
 def parse_age(text: str) -> timedelta:
@@ -51,14 +62,14 @@ def _positive(text: str) -> int:
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
-    for message in wiring.open_store(settings).read_tail(args.limit):
+    for message in wiring.open_store(settings, create_key=False).read_tail(args.limit):
         when = message.timestamp_utc.astimezone().strftime("%Y-%m-%d %H:%M:%S")
         print(f"{when}  {message.role.value:<9}  {message.content}")
     return 0
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
-    messages = (stored.message for stored in wiring.open_store(settings).iter_messages())
+    messages = (stored.message for stored in wiring.open_store(settings, create_key=False).iter_messages())
     if args.format == "jsonl":
         for message in messages:
             sys.stdout.write(encode_message(message).decode("utf-8") + "\n")
@@ -83,8 +94,81 @@ def _purge(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
-    report = wiring.open_store(settings).verify()
+    report = wiring.open_store(settings, create_key=False).verify()
     for path in report.unreadable:
         print(f"unreadable: {path}")
     print(f"{report.readable} readable, {len(report.unreadable)} unreadable")
     return 1 if report.unreadable else 0
+
+
+def _rekey(args: argparse.Namespace, settings: Settings) -> int:
+    """Re-encrypt the history to the key in --to-key-file; 78 for a bad key file or a wrong
+    current key, 1 when the daemon runs or some files open with neither key."""
+    new_file = args.to_key_file.expanduser().absolute()
+    new = keys.read_key_file(new_file, "--to-key-file")
+    if args.from_key_file is not None:
+        old_file = args.from_key_file.expanduser().absolute()
+        current = keys.Key(keys.read_key_file(old_file, "--from-key-file"),
+                           keys.KeySource(keys.KEY_FILE, old_file))
+    else:
+        current = keys.resolve(settings)
+    socket_path = status_socket()
+    if _answers(socket_path):
+        print(f"elara: Elara is running (it answers at {socket_path}) and would keep writing with "
+              "the old key; stop it first (`systemctl --user stop elara`, or end `elara run`), "
+              "then run the rekey again", file=sys.stderr)
+        return 1
+    root = wiring.store_root(settings)
+    report = rekey_store(root, current.passphrase, new)
+    if report.unreadable and not report.converted and not report.already:
+        print(f"elara: none of the {report.total} message files in {root} opens with the current "
+              f"key ({current.source.describe()}) or the new one; fix: configure the key the "
+              "history was written with, or name it with --from-key-file", file=sys.stderr)
+        return 78
+    for path in report.unreadable:
+        print(f"left alone (opens with neither key): {path}")
+    print(f"{report.converted} re-encrypted, {report.already} already under the new key, "
+          f"{len(report.unreadable)} left alone ({root})")
+    if report.unreadable:
+        print("run the rekey again after a restore or with --from-key-file; "
+              "`elara history verify` shows what still does not open")
+        return 1
+    if new == current.passphrase:
+        print("the new key is the one Elara already uses: nothing to change")
+        return 0
+    print(_what_to_change(current.source, new_file))
+    return 0
+
+
+def _what_to_change(source: keys.KeySource, new_file: Path) -> str:
+    """The configuration change that makes Elara use the new key, for where the old one came from."""
+    then = ("\nUntil then Elara stops with \"wrong encryption key\" (exit 78). If a run was "
+            "interrupted, or something wrote with the old key meanwhile, run the rekey again first.")
+    if source.kind == keys.GENERATED:
+        return (f"now make Elara use the new key: replace the generated key file with it\n"
+                f"  install -m 600 {new_file} {source.path}\n"
+                f"(the old key in {source.path} is no longer needed), or set "
+                f"Context.EncryptionKeyFile to {new_file}." + then)
+    if source.kind == keys.KEY_FILE:
+        return (f"now make Elara use the new key: set Context.EncryptionKeyFile to {new_file} "
+                f"(it is {source.path}), or copy the new key over {source.path}." + then)
+    if source.kind == keys.CREDENTIAL:
+        return (f"now make Elara use the new key: put it in the file the unit's "
+                f"LoadCredential=elara-key:... line names (systemd copies it to {source.path} at "
+                f"start), or re-encrypt it with systemd-creds, then restart Elara." + then)
+    return (f"now make Elara use the new key: set Context.EncryptionKeyFile to {new_file} (or "
+            f"ELARA__Context__EncryptionKeyFile={new_file}) and remove Context.EncryptionKey "
+            "from your configuration." + then)
+
+
+def _answers(path: Path) -> bool:
+    """Does a daemon answer on the status socket? (A stale socket file does not.)"""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+        return True

@@ -33,7 +33,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def open_book(settings: Settings) -> FactBook:
     """The fact book over the configured store, loaded."""
-    book = FactBook(wiring.open_store(settings), max_facts=settings.memory.max_facts)
+    book = FactBook(wiring.open_store(settings, create_key=False), max_facts=settings.memory.max_facts)
     book.load()
     return book
 
