@@ -62,7 +62,7 @@ def main() -> int:
                asyncio.run(measure(store_backed, renderer)))
 
         async def with_memory():
-            memory = Memory(settings, store, lambda: None)
+            memory = Memory(settings, store, None)
             for i in range(20):  # a full fact book and a summary, as after weeks of use
                 memory.facts.remember(f"The user's friend number {i} is called Friend{i}.")
             memory.summaries.save("The user asked about many things. " * 10,

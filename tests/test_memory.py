@@ -6,6 +6,8 @@ import json
 import re
 
 import pytest
+from spec_reader import read_all
+
 from elara.config import load_settings
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import PromptReady
@@ -13,7 +15,6 @@ from elara.conversation.store import ConversationStore
 from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.manager import Memory
 from elara.wiring import make_monitor, make_orchestrator
-from spec_reader import read_all
 
 KEY = "memory key"
 BUDGET = 400
@@ -57,7 +58,7 @@ def conversation(ollama_server, tmp_path):
         llm = OllamaLanguageModel(make_client(ollama_server.url, 10), model="test-model",
                                   host=ollama_server.url, keep_alive=None, options={},
                                   timeout_seconds=10)
-        memory = Memory(settings, store, lambda: llm)
+        memory = Memory(settings, store, llm)
         await memory.load()
         memory.worker.start()
         monitor = make_monitor(settings)
@@ -126,6 +127,6 @@ def test_memory_failures_never_break_a_turn(conversation, ollama_server, tmp_pat
     # A damaged fact record is skipped with a warning when the facts are read again.
     fact_file = memory.facts.facts()[0].path
     fact_file.write_bytes(fact_file.read_bytes()[:-30])
-    asyncio.run(memory.reload_facts())
+    asyncio.run(memory.reload())
     assert memory.facts.facts() == []
     assert turn("Still there?").ok

@@ -63,8 +63,8 @@ class TeeSink:
 
 
 async def _open_memory(settings: Settings, store, llm) -> Memory:
-    memory = Memory(settings, store, lambda: llm)
-    await asyncio.to_thread(memory.apply_retention)
+    memory = Memory(settings, store, llm)
+    await memory.apply_retention()
     await memory.load()
     memory.worker.start()
     return memory

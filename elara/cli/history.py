@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from pathlib import Path
 
 from elara import keys, wiring
+from elara.cli.memory import reload_daemon_memory
 from elara.conversation.messages import ChatMessage
 from elara.conversation.rekey import rekey as rekey_store
 from elara.conversation.store import encode_message
+from elara.memory.retention import forget_before
 from elara.paths import status_socket
 from elara.settings import Settings
 
@@ -31,7 +33,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     export = sub.add_parser("export", help="print the whole history, decrypted, to stdout")
     export.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl")
     export.set_defaults(handler=_export)
-    purge = sub.add_parser("purge", help="delete messages older than an age")
+    purge = sub.add_parser("purge", help="delete messages older than an age, and what was derived "
+                                          "from them")
     purge.add_argument("--older-than", required=True, type=parse_age, metavar="AGE",
                        help="e.g. 30d, 12h, 2w")
     purge.set_defaults(handler=_purge)
@@ -44,7 +47,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     rekey.add_argument("--from-key-file", type=Path, metavar="PATH",
                        help="the current passphrase, when it is not the one Elara is configured with")
     rekey.set_defaults(handler=_rekey)
-
 
 
 def parse_age(text: str) -> timedelta:
@@ -87,9 +89,16 @@ def _markdown(message: ChatMessage) -> str:
 
 
 def _purge(args: argparse.Namespace, settings: Settings) -> int:
-    cutoff = datetime.now(timezone.utc) - args.older_than
-    deleted = wiring.open_store(settings).purge(cutoff)
-    print(f"deleted {deleted} messages older than {cutoff:%Y-%m-%d %H:%M} UTC")
+    """Delete every message older than --older-than and every record derived from a deleted turn
+    (summaries kept per Context.RetentionKeepSummaries); a running daemon forgets them too."""
+    cutoff = datetime.now(UTC) - args.older_than
+    r = forget_before(wiring.open_store(settings), cutoff, turns_only=False,
+                      keep_summaries=settings.context.retention_keep_summaries)
+    print(f"deleted {r.deleted} messages older than {cutoff:%Y-%m-%d %H:%M} UTC or derived from "
+          f"them ({r.turns_deleted} turns, {r.summaries_deleted} summaries, "
+          f"{r.embeddings_deleted} embeddings, {r.facts_deleted} facts, {r.others_deleted} other)")
+    if r.deleted:
+        reload_daemon_memory()
     return 0
 
 

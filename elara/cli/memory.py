@@ -58,20 +58,20 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     for fact in forgotten:
         print(f"forgot {fact.id}: {fact.text}")
-    _tell_daemon()
+    reload_daemon_memory()
     return 0
 
 
 def _clear(args: argparse.Namespace, settings: Settings) -> int:
     removed = open_book(settings).clear()
     print(f"removed {removed} fact{'' if removed == 1 else 's'}")
-    _tell_daemon()
+    reload_daemon_memory()
     return 0
 
 
-def _tell_daemon() -> None:
-    """A running daemon keeps the facts in memory: make it read them again, so a forgotten fact
-    is out of its prompts now, not after a restart."""
+def reload_daemon_memory() -> None:
+    """A running daemon keeps facts, the summary and the vectors in memory: make it read them
+    again, so what was forgotten or purged is out of its prompts now, not after a restart."""
     try:
         query_status(status_socket(), request="reload-memory")
     except DaemonNotRunning:

@@ -5,7 +5,8 @@ everything else): content = base64 of the vector as little-endian float32 bytes;
 kind=embedding, model=<the embedding model>, of=<the turn's key>, role=<user|assistant>. A turn's
 key is its timestamp to the millisecond plus its role, "2026-11-22T06:55:11.123Z/user", which is
 what the store keeps of it. Vectors made with another model can't be compared with this model's,
-so they are ignored; changing Memory.EmbeddingModel means embedding the history again.
+so they are ignored; changing Memory.EmbeddingModel means embedding the history again. A vector
+is deleted with its turn (elara.memory.retention), however new the vector itself is.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import asyncio
 import base64
 import binascii
 import logging
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone, tzinfo
-from typing import Callable, Collection, Iterator, Protocol, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Protocol
 
 import numpy as np
 
@@ -24,7 +28,7 @@ from elara.conversation.context import TURN_ROLES
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import StoredMessage
 from elara.errors import LanguageModelError
-from elara.memory.records import EMBEDDING, KIND, kind_of, memory_record
+from elara.memory.records import EMBEDDING, KIND, OF, key_of, kind_of, memory_record
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +64,6 @@ class RecordStore(Protocol):
 
     def iter_messages(self, roles: Collection[ChatRole] | None = None) -> Iterator[StoredMessage]:
         """Every readable message (of these roles), oldest first."""
-
-
-def key_of(message: ChatMessage) -> str:
-    """The turn's key: its UTC timestamp to the millisecond (as stored) and its role."""
-    utc = message.timestamp_utc.astimezone(timezone.utc)
-    return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z/{message.role.slug}"
 
 
 def encode_vector(vector: Sequence[float]) -> str:
@@ -131,11 +129,16 @@ class EmbeddingIndex:
         self._store = store
         self._llm = llm
         self.model = model
-        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._clock = clock or (lambda: datetime.now(UTC))
         self._document_prefix, self._query_prefix = task_prefixes(model)
+        # Writers (add storing vectors, reload) take turns under this lock and replace these
+        # dicts instead of changing them, so a search on the event loop needs no lock.
+        self._writes = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._unindexed: dict[str, ChatMessage] = {}
-        self._matrix: tuple[list[str], np.ndarray] | None = None  # rebuilt after every change
+        self._generation = 0  # counts reloads: an add that straddles one checks its turns again
+        # (the entries it was built from, their keys, a matrix of their vectors)
+        self._matrix: tuple[dict[str, _Entry], list[str], np.ndarray] | None = None
 
     def __len__(self) -> int:
         """How many turns have a vector."""
@@ -152,10 +155,21 @@ class EmbeddingIndex:
 
     async def load(self) -> int:
         """Read this model's vectors and the turns they belong to from the store; returns how many."""
-        loaded = await asyncio.to_thread(self._read_store)
-        self._entries = loaded.entries
-        self._unindexed = {key_of(m): m for m in loaded.unindexed}
-        self._matrix = None
+        return await asyncio.to_thread(self.reload)
+
+    def writing(self) -> AbstractContextManager[object]:
+        """Hold vector writes while the caller deletes from the store and reload()s (blocking):
+        a vector being stored meanwhile waits, then sees the reload and skips deleted turns."""
+        return self._writes
+
+    def reload(self) -> int:
+        """load(), blocking: afterwards no vector of a turn gone from the store is searched,
+        and none is added for it."""
+        with self._writes:
+            loaded = self._read_store()
+            self._entries = loaded.entries
+            self._unindexed = {key_of(m): m for m in loaded.unindexed}
+            self._generation += 1
         for model, count in sorted(loaded.foreign.items()):
             log.info("ignoring %d stored embeddings made with %s: Memory.EmbeddingModel is %s, "
                      "so those turns need embedding again", count, model, self.model)
@@ -181,7 +195,7 @@ class EmbeddingIndex:
             if kind_of(message) != EMBEDDING:
                 continue
             model = message.metadata.get("model", "")
-            of = message.metadata.get("of")
+            of = message.metadata.get(OF)
             if not same_model(model, self.model):
                 foreign[model] = foreign.get(model, 0) + 1
                 continue
@@ -203,7 +217,9 @@ class EmbeddingIndex:
 
     async def add(self, turns: Sequence[ChatMessage]) -> int:
         """Embed these turns and store one EMBEDDING record each; returns how many were added.
-        Turns already indexed, System messages and empty turns are left out."""
+        Turns already indexed, System messages, empty turns and turns deleted meanwhile are left
+        out."""
+        generation = self._generation
         wanted: dict[str, ChatMessage] = {}
         for turn in turns:
             key = key_of(turn)
@@ -219,24 +235,30 @@ class EmbeddingIndex:
                 raise LanguageModelError(
                     f"the embedding model {self.model} returned {len(vectors)} vectors for "
                     f"{len(batch)} texts", code="model_error")
-            records = [
-                memory_record(EMBEDDING, encode_vector(vector), self._clock(), model=self.model,
-                              of=key, role=turn.role.slug)
-                for (key, turn), vector in zip(batch, vectors)
-            ]
-            await asyncio.to_thread(self._append_all, records)
-            for (key, turn), vector in zip(batch, vectors):
-                self._entries[key] = _Entry(_unit(np.asarray(vector, dtype=_VECTOR_DTYPE)), turn)
-                self._unindexed.pop(key, None)
-            self._matrix = None
-            added += len(batch)
+            done = [(key, turn, vector) for (key, turn), vector in zip(batch, vectors)]
+            added += await asyncio.to_thread(self._store_vectors, done, generation)
         if added:
             log.debug("embedded %d turns with %s", added, self.model)
         return added
 
-    def _append_all(self, records: list[ChatMessage]) -> None:
-        for record in records:
-            self._store.append(record)
+    def _store_vectors(self, done: list[tuple[str, ChatMessage, list[float]]],
+                       generation: int) -> int:
+        """Append one EMBEDDING record per turn and index it; returns how many (blocking)."""
+        with self._writes:
+            if self._generation != generation:
+                # The store was read again while the model embedded (retention, a purge): a turn
+                # missing from that reading is deleted, and its vector must not outlive it.
+                done = [item for item in done if item[0] in self._unindexed]
+            done = [item for item in done if item[0] not in self._entries]
+            entries, unindexed = dict(self._entries), dict(self._unindexed)
+            for key, turn, vector in done:
+                self._store.append(memory_record(
+                    EMBEDDING, encode_vector(vector), self._clock(), model=self.model,
+                    **{OF: key, "role": turn.role.slug}))
+                entries[key] = _Entry(_unit(np.asarray(vector, dtype=_VECTOR_DTYPE)), turn)
+                unindexed.pop(key, None)
+            self._entries, self._unindexed = entries, unindexed
+        return len(done)
 
     async def search(self, query: str, top_k: int, min_score: float,
                      exclude: Collection[str] = frozenset()) -> list[tuple[float, ChatMessage]]:
@@ -245,8 +267,8 @@ class EmbeddingIndex:
         some turn is left to compare with."""
         if top_k <= 0 or not query.strip():
             return []
-        entries = self._entries  # load() replaces the dict while we wait for Ollama; keep this one
-        keys, matrix = self._ranked_matrix()
+        entries = self._entries  # writers replace the dict while we wait for Ollama; keep this one
+        keys, matrix = self._ranked_matrix(entries)
         candidates = np.array([key not in exclude for key in keys], dtype=bool)
         if not candidates.any():
             return []  # nothing could come back, so don't ask Ollama
@@ -271,19 +293,20 @@ class EmbeddingIndex:
                   ", ".join(f"{keys[i]} {scores[i]:.2f}" for i in order) or "no candidates")
         return hits
 
-    def _ranked_matrix(self) -> tuple[list[str], np.ndarray]:
+    def _ranked_matrix(self, entries: dict[str, _Entry]) -> tuple[list[str], np.ndarray]:
         """Every key and a matrix of their unit vectors, one row each (cached until a change)."""
-        if self._matrix is None:
-            keys = list(self._entries)
-            lengths = [self._entries[k].vector.shape[0] for k in keys]
+        cached = self._matrix
+        if cached is None or cached[0] is not entries:
+            keys = list(entries)
+            lengths = [entries[k].vector.shape[0] for k in keys]
             if len(set(lengths)) > 1:
                 # Mixed lengths can only come from a replaced model; keep the most common one.
                 common = max(set(lengths), key=lengths.count)
                 keys = [k for k, n in zip(keys, lengths) if n == common]
-            matrix = (np.stack([self._entries[k].vector for k in keys]) if keys
+            matrix = (np.stack([entries[k].vector for k in keys]) if keys
                       else np.zeros((0, 0), dtype=_VECTOR_DTYPE))
-            self._matrix = (keys, matrix)
-        return self._matrix
+            self._matrix = cached = (entries, keys, matrix)
+        return cached[1], cached[2]
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -324,4 +347,4 @@ class RetrievalContextProvider:
         who = "the user said" if turn.role is ChatRole.USER else "you answered"
         return ChatMessage(
             ChatRole.SYSTEM, f"From an earlier conversation ({when:%Y-%m-%d}), {who}: {turn.content}",
-            turn.timestamp_utc, {KIND: RETRIEVED, "of": key_of(turn), "score": f"{score:.3f}"})
+            turn.timestamp_utc, {KIND: RETRIEVED, OF: key_of(turn), "score": f"{score:.3f}"})

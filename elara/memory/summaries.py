@@ -11,10 +11,11 @@ import asyncio
 import logging
 import re
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Protocol
 
 from elara.conversation.context import TURN_ROLES, estimate_tokens
 from elara.conversation.messages import ChatMessage, ChatRole
@@ -96,7 +97,7 @@ def _exchanges(items: list[tuple[ChatMessage, int]]) -> list[list[tuple[ChatMess
 
 def iso_millis(timestamp: datetime) -> str:
     """`2026-01-02T03:04:05.678Z`: UTC to the millisecond, as the store writes timestamps."""
-    utc = timestamp.astimezone(timezone.utc)
+    utc = timestamp.astimezone(UTC)
     return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
 
 
@@ -113,10 +114,16 @@ class SummaryBook:
     def __init__(self, store: ConversationStore, *,
                  clock: Callable[[], datetime] | None = None) -> None:
         self._store = store
-        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.Lock()
         self._latest: Summary | None = None
         self._loaded = False
+        self._reloads = 0
+
+    @property
+    def reloads(self) -> int:
+        """How many times load() read the store again after the first time (retention, a purge)."""
+        return self._reloads
 
     @property
     def latest(self) -> Summary | None:
@@ -135,6 +142,8 @@ class SummaryBook:
                 found = summary
         with self._lock:
             self._latest = found
+            if self._loaded:
+                self._reloads += 1
             self._loaded = True
         if found is None:
             log.debug("no summary in %s", self._store.root)
@@ -166,7 +175,7 @@ class SummaryBook:
                     f"summary would cover until {covers_until}, not after the latest summary "
                     f"({previous.covers_until})")
             turns = (previous.turns if previous else 0) + len(covered)
-            created = _to_millis(self._clock().astimezone(timezone.utc))
+            created = _to_millis(self._clock().astimezone(UTC))
             record = memory_record(SUMMARY, text, created, **{
                 COVERS_UNTIL: covers_until, TURNS: str(turns), MODEL: model})
             path = self._store.append(record)
@@ -227,7 +236,8 @@ class Summarizer:
         self._llm = llm
         self.max_words = max_words
 
-    def messages(self, previous: Summary | None, turns: Sequence[ChatMessage]) -> list[dict[str, str]]:
+    def messages(self, previous: Summary | None,
+                 turns: Sequence[ChatMessage]) -> list[Mapping[str, str]]:
         """The chat messages sent to the model."""
         earlier = previous.text.strip() if previous is not None else "(none yet)"
         lines = [f"{_speaker(m)}: {m.content.strip()}" for m in turns]
@@ -277,6 +287,7 @@ async def maybe_summarize(book: SummaryBook, summarizer: Summarizer, *,
     it, or None when nothing was due. A model failure propagates as LanguageModelError."""
     if max_history_tokens is None:
         return None
+    reloads = book.reloads
     uncovered = await asyncio.to_thread(book.uncovered_turns)
     chosen = turns_to_summarize(uncovered, max_history_tokens, threshold)
     if not chosen:
@@ -286,6 +297,10 @@ async def maybe_summarize(book: SummaryBook, summarizer: Summarizer, *,
     if book.latest is not previous:
         # Another summary was saved while the model worked: this one folds the wrong previous text.
         log.info("a newer summary appeared while summarizing; dropping this one")
+        return None
+    if book.reloads != reloads:
+        # The store was read again meanwhile (retention, a purge): some of `chosen` may be deleted.
+        log.info("the summaries were reloaded while summarizing; dropping this one")
         return None
     summary = await asyncio.to_thread(book.save, text, chosen, model_name)
     log.info("summarized %d more turns (%d in all, up to %s) with %s; %d turns stay uncovered",
