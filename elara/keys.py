@@ -31,6 +31,7 @@ from pathlib import Path
 from elara.conversation.crypto import DEFAULT_PASSPHRASE
 from elara.conversation.store import NAME_PATTERN
 from elara.errors import ConfigError
+from elara.files import fsync_dir, remove_quietly, write_temp
 from elara.paths import config_home
 from elara.settings import Settings
 
@@ -156,27 +157,15 @@ def generate(path: Path) -> str:
     directory = path.parent
     try:
         _private_dir(directory)
-        temp = directory / f".{path.name}.tmp-{secrets.token_hex(8)}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        temp = write_temp(directory, f".{path.name}.tmp-", (passphrase + "\n").encode("ascii"))
         try:
-            try:
-                os.fchmod(fd, 0o600)
-                data = (passphrase + "\n").encode("ascii")
-                if os.write(fd, data) != len(data):
-                    raise OSError(f"short write to {temp}")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
             # link, unlike rename, fails instead of replacing a key another process just made.
             os.link(temp, path)
         except FileExistsError:
             return read_key_file(path, "the generated key")
         finally:
-            try:
-                os.unlink(temp)
-            except FileNotFoundError:
-                pass
-        _fsync_dir(directory)
+            remove_quietly(temp)
+        fsync_dir(directory)
     except OSError as exc:
         raise ConfigError(
             f"cannot write a new encryption key to {path} ({exc.strerror or exc}); fix: make "
@@ -198,9 +187,3 @@ def _private_dir(directory: Path) -> None:
         log.info("set %s to mode 0700 (was %04o): it holds the history's key", directory, mode)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from elara.conversation.crypto import (
 )
 from elara.conversation.store import NAME_PATTERN, TEMP_PREFIX
 from elara.errors import StoreError
+from elara.files import fsync_dir, remove_quietly, write_temp
 
 log = logging.getLogger(__name__)
 
@@ -96,31 +96,17 @@ def _replace(path: Path, data: bytes) -> bool:
     """Put data in path's place atomically and durably (0600, like the store's files); False
     when path was deleted meanwhile, so a purged message is not brought back."""
     # The store's temp prefix: a temp file a killed run leaves behind is removed by the store.
-    temp = path.parent / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+    temp: Path | None = None
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        temp = write_temp(path.parent, TEMP_PREFIX, data)
         if not os.path.lexists(path):
-            os.unlink(temp)
+            remove_quietly(temp)
             return False
         os.replace(temp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(path.parent)
         return True
     except OSError as exc:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
+        if temp is not None:
+            remove_quietly(temp)
         raise StoreError(f"cannot rewrite {path}: {exc.strerror or exc}; fix: free disk space and "
                          f"make {path.parent} writable by this user, then run the rekey again") from None

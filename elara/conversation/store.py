@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import threading
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -26,6 +25,7 @@ from elara.conversation.crypto import (
 )
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.errors import StoreError, WrongKeyError
+from elara.files import fsync_dir, remove_quietly, write_temp
 
 log = logging.getLogger(__name__)
 
@@ -138,35 +138,25 @@ class ConversationStore:
         data = seal(self._key, encode_message(message))
         with self._lock:
             self._sync_index()
-            temp = self._root / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
             try:
-                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                temp = write_temp(self._root, TEMP_PREFIX, data)
             except OSError as exc:
-                raise _write_error(temp, exc) from exc
+                raise _write_error(Path(exc.filename or self._root / f"{TEMP_PREFIX}…"), exc) from exc
             try:
-                try:
-                    # Our own temp file must not look like another process's change.
-                    self._signature = self._dir_signature()
-                    os.fchmod(fd, 0o600)
-                    _write_all(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                # Our own temp file must not look like another process's change.
+                self._signature = self._dir_signature()
                 final = self._link_in_place(temp, message)
             except OSError as exc:
-                _remove_quietly(temp)
                 raise _write_error(temp, exc) from exc
-            except BaseException:
-                _remove_quietly(temp)
-                raise
-            # The message is in place now; a leftover temp file is only clutter, cleaned at a later open.
-            _remove_quietly(temp)
+            finally:
+                # In place or failed: a leftover temp file is only clutter, cleaned at a later open.
+                remove_quietly(temp)
             self._signature = self._dir_signature()
             if len(self._tail) == self._tail.maxlen:
                 self._complete = False
             self._tail.append(final.name)
             try:
-                _fsync_dir(self._root)
+                fsync_dir(self._root)
             except OSError as exc:
                 raise _write_error(self._root, exc) from exc
             log.debug("appended %s", final.name)
@@ -255,7 +245,7 @@ class ConversationStore:
                 removed += 1
             if removed:
                 try:
-                    _fsync_dir(self._root)
+                    fsync_dir(self._root)
                 except OSError as exc:
                     raise _write_error(self._root, exc) from exc
             self._rebuild_index()
@@ -312,6 +302,7 @@ class ConversationStore:
         newest = self._tail[-1] if self._tail else None
         if newest is not None:
             match = NAME_PATTERN.fullmatch(newest)
+            assert match is not None  # the index holds only names that match
             # Never earlier than the newest name, so a clock stepping back cannot reorder history.
             stamp = max(stamp, match[1])
             seq = int(match[2]) + 1
@@ -444,27 +435,6 @@ def _make_private_dirs(root: Path) -> None:
         raise StoreError(
             f"conversation store path {root} is not a directory; fix: move it away or set Context.StorageRoot"
         )
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def _write_error(path: Path, exc: OSError) -> StoreError:
