@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import AsyncIterator, Callable, Protocol
+from typing import Protocol
 
 from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
 from elara.conversation.prompts import PromptBuilder, utc_now
@@ -103,13 +104,6 @@ class Orchestrator:
         self.redact = redact or (lambda text: text)
         self.observers = list(observers or [])
         self._lock = asyncio.Lock()
-
-    async def reconfigure(self, *, builder: PromptBuilder, renderer: PromptRenderer,
-                          llm: LanguageModel, context_size: int) -> None:
-        """Swap the prompt parts and the model between turns (a reload), never during one."""
-        async with self._lock:
-            self.builder, self.renderer, self.llm = builder, renderer, llm
-            self.context_size = context_size
 
     async def on_prompt_ready(self, event: PromptReady) -> TurnResult:
         """Run one turn for the user's text; never raises for store, context or model failures."""

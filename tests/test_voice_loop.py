@@ -6,18 +6,21 @@ import asyncio
 import time
 
 import pytest
-
 import voice_clips
+
 from elara import dialogue as d
+from elara.audio.capture import Microphone
+from elara.audio.playback import Speaker
+from elara.config import load_settings
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
 from elara.voice.endpoint import Segmenter
-from elara.voice.loop import VoiceLoop, strip_wake_phrase
+from elara.voice.loop import VoiceLoop, VoiceParts, strip_wake_phrase
 from elara.voice.speech import SpeechSink, first_chunk
 from elara.voice.stt import phantom_reason
 from elara.voice.vad import SileroVad
 from elara.voice.wake import WakeWordDetector
-from elara.wiring import make_orchestrator
+from elara.wiring import make_language_model, make_orchestrator
 
 FOLLOW_UP = 2.0
 
@@ -25,8 +28,6 @@ FOLLOW_UP = 2.0
 @pytest.fixture
 def loop_parts(sound_card, ollama_server, tmp_path, hey_jarvis_path, transcriber, synthesizer):
     """Builds a VoiceLoop like the daemon does, one event loop per test."""
-    from elara.audio.playback import Speaker
-    from elara.config import load_settings
 
     settings = load_settings(env={"ELARA__Context__StorageRoot": str(tmp_path / "store"),
                                   "ELARA__Context__EncryptionKey": "loop key",
@@ -38,26 +39,44 @@ def loop_parts(sound_card, ollama_server, tmp_path, hey_jarvis_path, transcriber
         async def make():
             store = ConversationStore(tmp_path / "store", "loop key")
             speaker = Speaker(None)
-            speech = SpeechSink(synthesizer, speaker, first_chunk_words=6)
-            from elara.wiring import make_language_model
+            clock = FrameClock()
+            speech = SpeechSink(synthesizer, speaker, first_chunk_words=6, monotonic=clock)
             orchestrator = make_orchestrator(settings, store, make_language_model(settings), speech)
-            return VoiceLoop(
+            parts = VoiceParts(
                 dialogue=d.Dialogue(mode, FOLLOW_UP, barge_in=barge_in),
                 wake=WakeWordDetector([hey_jarvis_path]), vad=SileroVad(), vad_threshold=0.5,
                 segmenter=Segmenter.from_settings(settings.listening, settings.speech_to_text),
                 transcriber=transcriber, phantom_reason=phantom_reason, orchestrator=orchestrator,
-                speech=speech, pre_roll_ms=300, speaker_tail_ms=400,
-                wake_phrases=("hey jarvis",)), speaker, store
+                speech=speech, microphone=Microphone(None), pre_roll_ms=300, speaker_tail_ms=400,
+                wake_phrases=("hey jarvis",))
+            return VoiceLoop(parts, clock=clock), speaker, store
         return runner.run(make())
 
     yield runner, build
     runner.close()
 
 
+class FrameClock:
+    """The test's one clock: the capture time of the last frame fed, running on in real time
+    until the next one (frames come faster than real time, so they set it)."""
+
+    def __init__(self) -> None:
+        self.frame_at = 0.0
+        self.fed_at = time.monotonic()
+
+    def frame(self, at: float) -> None:
+        """A frame captured at `at` was just fed."""
+        self.frame_at, self.fed_at = at, time.monotonic()
+
+    def __call__(self) -> float:
+        return self.frame_at + (time.monotonic() - self.fed_at)
+
+
 async def feed(loop: VoiceLoop, samples, start: float) -> float:
     """Feed a clip as frames; returns the capture time of the last one."""
     at = start
     for frame in voice_clips.frames(samples, start=start):
+        loop.clock.frame(frame.captured_at)
         await loop.on_frame(frame)
         at = frame.captured_at
     return at
@@ -69,7 +88,7 @@ async def settle(loop: VoiceLoop, start: float, until, limit_seconds: float = 30
     at = start
     frame_samples = voice_clips.silence(0.08)
     while not until():
-        assert time.monotonic() < deadline, f"stuck in {loop.dialogue.state}"
+        assert time.monotonic() < deadline, f"stuck in {loop.state}"
         at = await feed(loop, frame_samples, at)
         await asyncio.sleep(0.005)
     return at
@@ -91,9 +110,9 @@ def test_wake_question_reply_and_follow_up_window(loop_parts, ollama_server):
 
     async def scenario():
         t = await feed(loop, question_clip(), start=1000.0)
-        t = await settle(loop, t, lambda: loop.dialogue.state == d.FOLLOW_UP)
+        t = await settle(loop, t, lambda: loop.state == d.FOLLOW_UP)
         assert loop.counters.wakes == 1 and loop.counters.turns == 1
-        t = await settle(loop, t, lambda: loop.dialogue.state == d.IDLE)
+        t = await settle(loop, t, lambda: loop.state == d.IDLE)
         await speaker.close()
 
     runner.run(scenario())
@@ -110,11 +129,11 @@ def test_speech_without_the_wake_word_and_noise_after_it_send_nothing(loop_parts
 
     async def scenario():
         t = await feed(loop, voice_clips.piper_speech("What is the capital of France?"), 2000.0)
-        assert loop.dialogue.state == d.IDLE and loop.counters.wakes == 0
+        assert loop.state == d.IDLE and loop.counters.wakes == 0
         # The wake word followed by nothing but noise: dropped, back to idle, nothing sent.
         t = await feed(loop, voice_clips.concat(voice_clips.piper_speech("Hey Jarvis."),
                                                 voice_clips.noise(1.5, dbfs=-45)), t)
-        await settle(loop, t, lambda: loop.dialogue.state == d.IDLE and not loop.busy)
+        await settle(loop, t, lambda: loop.state == d.IDLE and not loop.busy)
         await speaker.close()
 
     runner.run(scenario())
@@ -129,12 +148,12 @@ def test_the_wake_word_is_deaf_while_elara_speaks_unless_barge_in(loop_parts, ol
     for barge_in in (False, True):
         loop, speaker, _ = build(barge_in=barge_in)
 
-        async def scenario():
+        async def scenario(loop=loop, speaker=speaker):
             t = await feed(loop, question_clip(), start=3000.0)
-            t = await settle(loop, t, lambda: loop.dialogue.state == d.SPEAKING)
+            t = await settle(loop, t, lambda: loop.state == d.SPEAKING)
             t = await feed(loop, voice_clips.concat(voice_clips.piper_speech("Hey Jarvis."),
                                                     voice_clips.silence(0.3)), t)
-            state = loop.dialogue.state
+            state = loop.state
             await loop.shutdown(grace=0.1)
             await speaker.close()
             return state

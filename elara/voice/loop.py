@@ -2,47 +2,44 @@
 
 It feeds each frame to the stage the dialogue's state calls for, turns what the stages observe
 into dialogue events, and carries out the intents the dialogue answers with. Engines are handed
-in; their blocking calls run in worker threads.
+in as one `VoiceParts` value; their blocking calls run in worker threads. A new `VoiceParts` (a
+reload) is swapped in whole at the next idle moment, so no part of a running turn changes under it.
+
+Every moment a turn reports comes from one clock: the one handed in (`time.monotonic` in the
+daemon), which is also the clock the microphone stamps its frames with.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import re
 import time
-from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Protocol
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
 from elara import dialogue as d
-from elara.audio.frames import SAMPLE_RATE, AudioFrame
+from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioFrame
 from elara.conversation.messages import PromptReady
-from elara.orchestrator import Orchestrator
-from elara.voice.endpoint import (EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted,
-                                  UtteranceEnded)
+from elara.orchestrator import TurnResult
+from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
+from elara.voice.stt import Transcript
+from elara.voice.vad import VoiceActivity
+from elara.voice.wake import WakeDetection
 
 log = logging.getLogger(__name__)
-
 
 class WakeWord(Protocol):
     """Scores frames for the wake word."""
 
-    def process(self, frame: AudioFrame):  # -> WakeDetection | None
+    def process(self, frame: AudioFrame) -> WakeDetection | None:
         """A detection, or None."""
-
-    def reset(self) -> None:
-        """Forget the audio heard so far."""
-
-
-class VoiceActivity(Protocol):
-    """Speech probability per frame."""
-
-    def speech_probability(self, frame: AudioFrame) -> float:
-        """0 (silence) to 1 (speech)."""
 
     def reset(self) -> None:
         """Forget the audio heard so far."""
@@ -51,8 +48,41 @@ class VoiceActivity(Protocol):
 class SpeechToText(Protocol):
     """Transcribes 16 kHz int16 audio."""
 
-    def transcribe(self, samples: np.ndarray):  # -> Transcript
+    def transcribe(self, samples: np.ndarray) -> Transcript:
         """The words heard."""
+
+
+class FrameSource(Protocol):
+    """The microphone: an open stream of 80 ms frames."""
+
+    def frames(self) -> AsyncGenerator[AudioFrame, None]:
+        """Frames as they are captured."""
+
+
+class Replier(Protocol):
+    """Answers the user's words (the orchestrator)."""
+
+    async def on_prompt_ready(self, event: PromptReady) -> TurnResult:
+        """Run one turn; never raises for store, context or model failures."""
+
+
+@dataclass(frozen=True)
+class VoiceParts:
+    """Everything the loop runs a turn with, swapped in whole between turns."""
+
+    dialogue: d.Dialogue
+    wake: WakeWord
+    vad: VoiceActivity
+    segmenter: Segmenter
+    transcriber: SpeechToText
+    phantom_reason: Callable[[Transcript], str | None]
+    orchestrator: Replier
+    speech: SpeechSink
+    microphone: FrameSource
+    vad_threshold: float = 0.5
+    pre_roll_ms: int = 300
+    speaker_tail_ms: int = 400
+    wake_phrases: tuple[str, ...] = ()
 
 
 @dataclass
@@ -65,11 +95,12 @@ class LoopCounters:
     rejected_utterances: int = 0
     no_speech: int = 0
     model_errors: int = 0
+    failed_turns: int = 0
 
 
 @dataclass
 class _Turn:
-    """Moments of one turn, in monotonic seconds, for the per-turn timing line."""
+    """Moments of one turn, in seconds of the loop's clock, for the per-turn timing line."""
 
     wake: float | None = None
     listening: float | None = None
@@ -80,115 +111,149 @@ class _Turn:
     done: float | None = None
 
 
-class VoiceLoop:
-    """Runs the conversation over a stream of frames until stopped."""
+@dataclass
+class _Swap:
+    """A `VoiceParts` waiting for the next idle moment, and who waits for it."""
 
-    def __init__(self, *, dialogue: d.Dialogue, wake: WakeWord, vad: VoiceActivity,
-                 vad_threshold: float, segmenter: Segmenter, transcriber: SpeechToText,
-                 phantom_reason: Callable[[object], str | None], orchestrator: Orchestrator,
-                 speech: SpeechSink, pre_roll_ms: int, speaker_tail_ms: int,
-                 wake_phrases: tuple[str, ...] = ()) -> None:
-        self.dialogue = dialogue
-        self.wake = wake
-        self.vad = vad
-        self.vad_threshold = vad_threshold
-        self.segmenter = segmenter
-        self.transcriber = transcriber
-        self.phantom_reason = phantom_reason
-        self.orchestrator = orchestrator
-        self.speech = speech
-        self.speaker_tail = speaker_tail_ms / 1000  # seconds
+    parts: VoiceParts
+    done: asyncio.Future[VoiceParts] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class VoiceLoop:
+    """Runs the conversation over the microphone's frames until stopped."""
+
+    def __init__(self, parts: VoiceParts, *, clock: Callable[[], float] = time.monotonic,
+                 on_state: Callable[[str], None] | None = None) -> None:
+        self.parts = parts
         self.counters = LoopCounters()
         self.last_timings: dict[str, float | None] = {}
-        self._wake_phrases = wake_phrases
+        #: the clock's time when the last frame was processed (the watchdog's sign of life)
+        self.last_progress = clock()
+        self._clock = clock
+        self._on_state = on_state
         self._pre_roll: collections.deque[AudioFrame] = collections.deque(
-            maxlen=max(1, round(pre_roll_ms / 80)))
+            maxlen=_pre_roll_frames(parts.pre_roll_ms))
         self._listening = False
         self._origin_frames = 0  # pre-roll frames in front of the segmenter's time 0
         self._buffer: list[AudioFrame] = []
         self._last_speech_at: float | None = None
         self._utterance: UtteranceEnded | None = None
-        self._speculative: tuple[tuple[float, float], asyncio.Task] | None = None
-        self._work: asyncio.Task | None = None  # the transcription or turn in flight
+        self._speculative: tuple[tuple[float, float], asyncio.Task[Transcript]] | None = None
+        self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
         self._speaking_until = 0.0
         self._turn = _Turn()
-        self._last_frame_at: float | None = None
-        #: called with the dialogue's new state whenever it changes
-        self.on_state: Callable[[str], None] | None = None
-        #: time.monotonic() when the last frame was processed (the watchdog's sign of life)
-        self.last_progress = time.monotonic()
-        self._pending: dict[str, object] = {}
-        self._background: set[asyncio.Task] = set()
+        self._swap: _Swap | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
-    def _now(self) -> float:
-        # The dialogue's clock is the microphone's: frames carry their capture time, so tests can
-        # feed recorded frames faster than real time and every timeout still holds.
-        return self._last_frame_at if self._last_frame_at is not None else time.monotonic()
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock every moment of a turn is read from."""
+        return self._clock
+
+    @property
+    def state(self) -> str:
+        """The dialogue's state."""
+        return self.parts.dialogue.state
 
     @property
     def busy(self) -> bool:
         """True while a transcription or a reply is in flight."""
         return self._work is not None and not self._work.done()
 
-    async def run(self, frames: AsyncIterator[AudioFrame]) -> None:
-        """Process frames until the iterator ends or the task is cancelled."""
+    def status(self) -> dict[str, Any]:
+        """The loop's part of `elara status`: state, counters, the last turn's timings."""
+        c = self.counters
+        return {"state": self.state,
+                "counters": {"wakes": c.wakes, "turns": c.turns, "failed_turns": c.failed_turns,
+                             "false_wake_drops": c.no_speech + c.rejected_utterances,
+                             "model_errors": c.model_errors},
+                "last_turn": dict(self.last_timings)}
+
+    async def run(self) -> None:
+        """Process the microphone's frames until cancelled; a swapped-in microphone takes over."""
         log.info("waiting for the wake word")
-        async for frame in frames:
-            await self.on_frame(frame)
+        while True:
+            source = self.parts.microphone
+            async with contextlib.aclosing(source.frames()) as frames:
+                async for frame in frames:
+                    await self.on_frame(frame)
+                    if self.parts.microphone is not source:
+                        break  # a reload swapped the microphone: read the new one from here on
+                else:
+                    return
+
+    def swap(self, parts: VoiceParts) -> asyncio.Future[VoiceParts]:
+        """Use `parts` from the next idle moment on; the future gives the parts replaced then.
+        A swap still waiting is superseded (its future gives the new parts back: never used)."""
+        if self._swap is not None and not self._swap.done.done():
+            self._swap.done.set_result(self._swap.parts)
+        self._swap = _Swap(parts)
+        if self._idle():
+            self._swap_now()
+        return self._swap.done
+
+    def cancel(self) -> None:
+        """Abandon whatever is going on (the user said "stop") and wait for the wake word."""
+        self._handle(d.Cancel(at=self._clock()))
 
     async def shutdown(self, grace: float = 3.0) -> None:
         """Stop listening; give the turn in flight `grace` seconds to finish storing, then drop it."""
         self._listening = False
-        await self.speech.stop()
-        if self.busy:
+        await self.parts.speech.stop()
+        deadline = asyncio.get_running_loop().time() + grace
+        # A transcription in flight becomes a reply in flight: wait for whichever comes.
+        while self._work is not None and not self._work.done():
+            work = self._work
             try:
-                await asyncio.wait_for(asyncio.shield(self._work), grace)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                self._work.cancel()
-                await asyncio.gather(self._work, return_exceptions=True)
+                await asyncio.wait_for(asyncio.shield(work), deadline - asyncio.get_running_loop().time())
+            except (TimeoutError, asyncio.CancelledError):
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
                 log.warning("shutdown dropped the turn in flight (the user's words are stored)")
-        self._handle(d.Cancel(at=self._now()))
-
-    def reconfigure(self, **parts: object) -> None:
-        """Swap parts (wake, vad, vad_threshold, segmenter, transcriber, dialogue, speaker_tail,
-        wake_phrases, pre_roll_ms) at the next idle moment, never in the middle of a turn."""
-        self._pending.update(parts)
-
-    def _reconfigure_now(self) -> None:
-        parts, self._pending = self._pending, {}
-        if "pre_roll_ms" in parts:
-            frames = max(1, round(int(parts.pop("pre_roll_ms")) / 80))
-            self._pre_roll = collections.deque(self._pre_roll, maxlen=frames)
-        if "wake_phrases" in parts:
-            self._wake_phrases = parts.pop("wake_phrases")
-        for name, value in parts.items():
-            setattr(self, name, value)
-        if "dialogue" in parts and self.on_state is not None:
-            self.on_state(self.dialogue.state)
-        log.info("new settings in use: %s", ", ".join(sorted(parts)) or "pre-roll/wake phrases")
+                break
+        self._handle(d.Cancel(at=self._clock()))
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
 
     async def on_frame(self, frame: AudioFrame) -> None:
         """Route one frame to the wake word or the segmenter, per the dialogue's state."""
         self.counters.frames += 1
-        self._last_frame_at = frame.captured_at
-        self.last_progress = time.monotonic()
-        if self._pending and self.dialogue.state == d.IDLE and not self.busy:
-            self._reconfigure_now()
+        self.last_progress = self._clock()
+        if self._swap is not None and not self._swap.done.done() and self._idle():
+            self._swap_now()
         self._handle(d.Tick(now=frame.captured_at))
         if self._listening:
             await self._feed_segmenter(frame)
         else:
-            state = self.dialogue.state
-            if state == d.IDLE or (state == d.SPEAKING and self.dialogue.barge_in):
+            state = self.state
+            if state == d.IDLE or (state == d.SPEAKING and self.parts.dialogue.barge_in):
                 await self._feed_wake_word(frame)
         self._pre_roll.append(frame)
+
+    # -- swapping parts ------------------------------------------------------------------------
+
+    def _idle(self) -> bool:
+        return self.state == d.IDLE and not self.busy
+
+    def _swap_now(self) -> None:
+        assert self._swap is not None
+        old, new = self.parts, self._swap.parts
+        self.parts = new
+        self._pre_roll = collections.deque(self._pre_roll, maxlen=_pre_roll_frames(new.pre_roll_ms))
+        new.wake.reset()
+        self._swap.done.set_result(old)
+        log.info("new settings in use")
+        if self._on_state is not None:
+            self._on_state(self.state)
 
     # -- stages --------------------------------------------------------------------------------
 
     async def _feed_wake_word(self, frame: AudioFrame) -> None:
-        if self.dialogue.state == d.IDLE and frame.captured_at < self._speaking_until:
+        if self.state == d.IDLE and frame.captured_at < self._speaking_until:
             return  # Elara's own voice (and its echo) must never wake her
-        detection = await asyncio.to_thread(self.wake.process, frame)
+        detection = await asyncio.to_thread(self.parts.wake.process, frame)
         if detection is None:
             return
         self.counters.wakes += 1
@@ -197,27 +262,28 @@ class VoiceLoop:
         self._handle(d.WakeDetected(at=frame.captured_at))
 
     async def _feed_segmenter(self, frame: AudioFrame) -> None:
-        probability = await asyncio.to_thread(self.vad.speech_probability, frame)
+        parts = self.parts
+        probability = await asyncio.to_thread(parts.vad.speech_probability, frame)
         # Just after Elara spoke, what the mic hears may be her own echo: count it as silence.
-        is_speech = probability >= self.vad_threshold and frame.captured_at >= self._speaking_until
+        is_speech = probability >= parts.vad_threshold and frame.captured_at >= self._speaking_until
         if is_speech:
             self._last_speech_at = frame.captured_at
         self._buffer.append(frame)
-        for event in self.segmenter.feed(frame.duration, is_speech):
+        for event in parts.segmenter.feed(frame.duration, is_speech):
             self._on_segment_event(event, frame)
 
-    def _on_segment_event(self, event, frame: AudioFrame) -> None:
+    def _on_segment_event(self, event: object, frame: AudioFrame) -> None:
         now = frame.captured_at
         if isinstance(event, SpeechStarted):
             self._handle(d.SpeechHeard(at=now))
         elif isinstance(event, EarlyEnd):
             # Start transcribing now; kept if speech does not resume before the end silence.
             # Open the speaker too: opening the device would otherwise delay the first sentence.
-            self._spawn(self.speech.prepare(), "prepare-speaker")
+            self._spawn(self.parts.speech.prepare(), "prepare-speaker")
             span = (event.start, event.end)
             samples = self._slice(*span)
             self._speculative = (span, asyncio.create_task(
-                asyncio.to_thread(self.transcriber.transcribe, samples), name="speculative-stt"))
+                asyncio.to_thread(self.parts.transcriber.transcribe, samples), name="speculative-stt"))
         elif isinstance(event, SpeechResumed):
             self._speculative = None
         elif isinstance(event, UtteranceEnded):
@@ -230,106 +296,117 @@ class VoiceLoop:
 
     def _slice(self, start: float, end: float) -> np.ndarray:
         audio = np.concatenate([f.samples for f in self._buffer]) if self._buffer else np.zeros(0, np.int16)
-        first = self._origin_frames * 1280 + round(start * SAMPLE_RATE)
-        if start <= 0:
-            first = 0  # speech was already going when listening began: keep the pre-roll too
-        return audio[first:self._origin_frames * 1280 + round(end * SAMPLE_RATE)]
+        origin = self._origin_frames * FRAME_SAMPLES
+        # Speech already going when listening began keeps the pre-roll too.
+        first = 0 if start <= 0 else origin + round(start * SAMPLE_RATE)
+        return audio[first:origin + round(end * SAMPLE_RATE)]
 
     # -- intents -------------------------------------------------------------------------------
 
-    def _spawn(self, coroutine, name: str) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
         # The event loop holds tasks only weakly: keep a reference until each one is done.
         task = asyncio.create_task(coroutine, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
     def _handle(self, event: d.DialogueEvent) -> None:
-        before = self.dialogue.state
-        intents = self.dialogue.handle(event)
-        if self.dialogue.state != before and self.on_state is not None:
-            self.on_state(self.dialogue.state)
+        before = self.state
+        intents = self.parts.dialogue.handle(event)
+        if self.state != before and self._on_state is not None:
+            self._on_state(self.state)
         self._apply(intents)
 
-    def _apply(self, intents: list) -> None:
+    def _apply(self, intents: list[d.Intent]) -> None:
+        dialogue = self.parts.dialogue
         for intent in intents:
             if isinstance(intent, d.StartListening):
                 self._start_listening(intent)
             elif isinstance(intent, d.StopListening):
                 self._listening = False
             elif isinstance(intent, d.Transcribe):
-                self._work = asyncio.create_task(self._transcribe(self.dialogue.turn), name="stt")
+                self._work = asyncio.create_task(self._transcribe(dialogue.turn), name="stt")
             elif isinstance(intent, PromptReady):
-                self._work = asyncio.create_task(self._reply(intent, self.dialogue.turn), name="turn")
+                self._work = asyncio.create_task(self._reply(intent, dialogue.turn, self.parts),
+                                                 name="turn")
             elif isinstance(intent, d.StopSpeaking):
-                self._spawn(self.speech.stop(), "stop-speaking")
+                self._spawn(self.parts.speech.stop(), "stop-speaking")
             elif isinstance(intent, d.CancelTurn):
                 if self._work is not None and self._work is not asyncio.current_task():
                     self._work.cancel()
             elif isinstance(intent, d.ArmWakeWord):
-                self.wake.reset()
+                self.parts.wake.reset()
                 log.info("waiting for the wake word")
 
     def _start_listening(self, intent: d.StartListening) -> None:
-        self.segmenter.reset()
-        self.vad.reset()
+        self.parts.segmenter.reset()
+        self.parts.vad.reset()
         self._listening = True
         self._buffer = [] if intent.follow_up else list(self._pre_roll)
         self._origin_frames = len(self._buffer)
         self._speculative = None
         self._utterance = None
-        now = time.monotonic()
         if intent.follow_up:
             self._turn = _Turn()
-        self._turn.listening = now
+        self._turn.listening = self._clock()
 
     async def _transcribe(self, turn: int) -> None:
         utterance = self._utterance
+        assert utterance is not None, "Transcribe comes only after UtteranceCaptured"
         span = (utterance.start, utterance.end)
         speculative = self._speculative
         try:
             if speculative is not None and speculative[0] == span:
                 transcript = await speculative[1]
             else:
-                transcript = await asyncio.to_thread(self.transcriber.transcribe, self._slice(*span))
+                transcript = await asyncio.to_thread(self.parts.transcriber.transcribe,
+                                                     self._slice(*span))
         except Exception as exc:  # speech-to-text failing must not end the daemon
             log.error("speech-to-text failed: %s", exc)
-            self._handle(d.TurnFailed(reason="stt", at=self._now(), turn=turn))
+            self._fail(turn, "stt")
             return
         finally:
             self._buffer = []
-        self._turn.transcript = time.monotonic()
-        reason = self.phantom_reason(transcript)
-        text = strip_wake_phrase(transcript.text, self._wake_phrases)
+        self._turn.transcript = self._clock()
+        reason = self.parts.phantom_reason(transcript)
+        text = strip_wake_phrase(transcript.text, self.parts.wake_phrases)
         if reason is None and not text:
             reason = "only the wake word"
         if reason is not None:
             self.counters.rejected_utterances += 1
             log.info("dropped an utterance: %s", reason)
-            self._handle(d.TranscriptRejected(reason=reason, at=self._now(), turn=turn))
+            self._handle(d.TranscriptRejected(reason=reason, at=self._clock(), turn=turn))
             return
         log.debug("heard: %s", text)
-        self._handle(d.TranscriptReady(text=text, at=self._now(), turn=turn))
+        self._handle(d.TranscriptReady(text=text, at=self._clock(), turn=turn))
 
-    async def _reply(self, prompt: PromptReady, turn: int) -> None:
-        started = time.monotonic()
+    async def _reply(self, prompt: PromptReady, turn: int, parts: VoiceParts) -> None:
+        started = self._clock()
         self.counters.turns += 1
-        self.speech.on_first_audio = lambda: self._handle(d.ReplyStarted(at=self._now(), turn=turn))
+        speech = parts.speech
+        speech.on_first_audio = lambda: self._handle(d.ReplyStarted(at=self._clock(), turn=turn))
         try:
-            result = await self.orchestrator.on_prompt_ready(prompt)
-            await self.speech.finish()
+            result = await parts.orchestrator.on_prompt_ready(prompt)
+            await speech.finish()
         except asyncio.CancelledError:
-            await self.speech.stop()
+            await speech.stop()
             raise
+        self._speaking_until = self._clock() + parts.speaker_tail_ms / 1000
         if result.error is not None:
             self.counters.model_errors += 1
-        now = time.monotonic()
-        self._speaking_until = self._now() + self.speaker_tail
         self._turn.first_token = (started + result.timings.first_token
                                   if result.timings.first_token is not None else None)
-        self._turn.first_audio = self.speech.first_audio_at
-        self._turn.done = now
+        self._turn.first_audio = speech.first_audio_at
+        self._turn.done = self._clock()
         self._log_timings()
-        self._handle(d.ReplyFinished(at=self._now(), turn=turn))
+        if speech.failure is not None:
+            log.error("the reply could not be played: %s", speech.failure)
+            self._fail(turn, "playback")
+            return
+        self._handle(d.ReplyFinished(at=self._clock(), turn=turn))
+
+    def _fail(self, turn: int, reason: str) -> None:
+        self.counters.failed_turns += 1
+        self._handle(d.TurnFailed(reason=reason, at=self._clock(), turn=turn))
 
     def _log_timings(self) -> None:
         t = self._turn
@@ -347,6 +424,10 @@ class VoiceLoop:
         }
         log.info("turn timings: %s", ", ".join(
             f"{k} {'-' if v is None else f'{v:.3f} s'}" for k, v in self.last_timings.items()))
+
+
+def _pre_roll_frames(pre_roll_ms: int) -> int:
+    return max(1, round(pre_roll_ms / 1000 / FRAME_SECONDS))
 
 
 _WORD = re.compile(r"[a-z']+")

@@ -6,7 +6,8 @@ import asyncio
 import logging
 import re
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from elara.audio.frames import AudioClip
 
@@ -65,16 +66,8 @@ class SpeechSink:
         self.first_audio_at: float | None = None
         #: called once per reply when its first audio starts
         self.on_first_audio: Callable[[], None] | None = None
-
-    def reconfigure(self, *, synthesizer: Synthesizer | None = None, player: Player | None = None,
-                    first_chunk_words: int | None = None) -> None:
-        """Swap the voice, the speaker or the first-chunk length (between replies)."""
-        if synthesizer is not None:
-            self._synthesizer = synthesizer
-        if player is not None:
-            self._player = player
-        if first_chunk_words is not None:
-            self._first_chunk_words = first_chunk_words
+        #: why the current reply's audio stopped short (the speaker failed), else None
+        self.failure: Exception | None = None
 
     async def say(self, sentence: str) -> None:
         """Queue a sentence to be spoken; never waits for the audio."""
@@ -119,6 +112,7 @@ class SpeechSink:
     def _ensure_running(self) -> None:
         if not self._tasks:
             self.first_audio_at = None
+            self.failure = None
             self._tasks = [asyncio.create_task(self._synthesize_all(), name="tts"),
                            asyncio.create_task(self._play_all(), name="playback")]
 
@@ -143,8 +137,9 @@ class SpeechSink:
             handed_over = self._monotonic()
             try:
                 await self._player.play(clip)
-            except Exception:
+            except Exception as exc:
                 log.exception("playback failed; dropping the rest of the reply's audio")
+                self.failure = exc
                 return
             if first:
                 # play() returns once the last sample was heard, so the first was heard one clip

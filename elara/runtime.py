@@ -1,0 +1,160 @@
+"""The composition root: every part of a running Elara built from one `Settings`.
+
+Start-up calls `build(settings, store)` once. A reload calls `build(new_settings, store,
+previous=running)`: each slow or stateful part whose own settings did not change is taken over
+from the running runtime (models take seconds to load), everything else is built anew, and
+anything that can fail on bad settings (a model file, a device) fails here, before anything is
+swapped. The daemon hands the new runtime's voice parts to the loop, which swaps them in at its
+next idle moment; then `close_replaced` closes what the old runtime had and the new one doesn't.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from elara import wiring
+from elara.audio.capture import Microphone
+from elara.audio.playback import Speaker
+from elara.conversation.store import ConversationStore
+from elara.dialogue import Dialogue
+from elara.llm import OllamaLanguageModel
+from elara.memory.manager import Memory
+from elara.settings import Settings
+from elara.voice.endpoint import Segmenter
+from elara.voice.engines import load_synthesizer, load_transcriber, load_wake
+from elara.voice.loop import VoiceParts
+from elara.voice.speech import SpeechSink
+from elara.voice.stt import Transcriber, phantom_reason
+from elara.voice.tts import PiperSynthesizer
+from elara.voice.vad import VoiceActivity, create_vad
+from elara.voice.wake import WakeWordDetector
+
+log = logging.getLogger(__name__)
+
+#: The settings each slow or stateful part is built from: a reload reuses the running part when
+#: these are equal. Every other part is cheap and built anew each time.
+SOURCES: dict[str, Callable[[Settings], object]] = {
+    "llm": lambda s: (s.language_model, s.personalities),
+    "memory": lambda s: (s.memory, s.context, s.language_model, s.personalities),
+    "wake": lambda s: s.wake_word,
+    "vad": lambda s: s.listening.vad,
+    "transcriber": lambda s: (s.speech_to_text.model, s.speech_to_text.language,
+                              s.speech_to_text.beam_size, s.speech_to_text.window_seconds,
+                              s.speech_to_text.no_speech_threshold),
+    "synthesizer": lambda s: (s.text_to_speech.voice, s.text_to_speech.length_scale),
+    "microphone": lambda s: s.audio.input_device,
+    "speaker": lambda s: s.audio.output_device,
+}
+
+#: Settings a running daemon can't change: they name the history it has open.
+RESTART_ONLY = ("storage_root", "encryption_key", "encryption_key_file")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Every part of a running Elara, built from `settings`."""
+
+    settings: Settings
+    store: ConversationStore
+    llm: OllamaLanguageModel
+    memory: Memory
+    monitor: wiring.ContextMonitor
+    wake: WakeWordDetector
+    vad: VoiceActivity
+    transcriber: Transcriber
+    synthesizer: PiperSynthesizer
+    microphone: Microphone
+    speaker: Speaker
+    voice: VoiceParts
+
+    def models(self) -> dict[str, Any]:
+        """Which models answer, for `elara status`."""
+        s = self.settings
+        return {"wake_word": list(self.wake.names), "speech_to_text": s.speech_to_text.model,
+                "voice": s.text_to_speech.voice, "language_model": self.llm.model,
+                "ollama": self.llm.host}
+
+
+async def build(settings: Settings, store: ConversationStore, *, previous: Runtime | None = None,
+                clock: Callable[[], float] = time.monotonic) -> Runtime:
+    """Build (or, from `previous`, rebuild) every part; raises ElaraError on a bad model or device,
+    after closing whatever it had already opened."""
+    def reused(part: str) -> Any:
+        if previous is not None and SOURCES[part](previous.settings) == SOURCES[part](settings):
+            return getattr(previous, part)
+        return None
+
+    wake, transcriber, synthesizer = await asyncio.gather(
+        _load(reused("wake"), load_wake, settings), _load(reused("transcriber"), load_transcriber, settings),
+        _load(reused("synthesizer"), load_synthesizer, settings))
+    opened: list[Callable[[], Awaitable[None]]] = []  # undone if a later part fails
+    try:
+        microphone = reused("microphone")
+        if microphone is None:
+            microphone = Microphone(settings.audio.input_device)
+            await microphone.start()
+            opened.append(microphone.stop)
+        speaker = reused("speaker") or Speaker(settings.audio.output_device)
+        llm = reused("llm")
+        if llm is None:
+            llm = wiring.make_language_model(settings)
+            opened.append(llm.aclose)
+        memory = reused("memory")
+        if memory is None:
+            memory = Memory(settings, store, llm)
+            await memory.load()
+    except BaseException:
+        for close in reversed(opened):
+            await close()
+        raise
+    vad = reused("vad") or create_vad(settings.listening.vad)
+    monitor = wiring.make_monitor(settings)
+    speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
+                        monotonic=clock)
+    orchestrator = wiring.make_orchestrator(settings, store, llm, speech, memory, monitor)
+    threshold = settings.speech_to_text.no_speech_threshold
+    voice = VoiceParts(
+        dialogue=Dialogue.from_settings(settings.listening, settings.audio), wake=wake, vad=vad,
+        segmenter=Segmenter.from_settings(settings.listening, settings.speech_to_text),
+        transcriber=transcriber,
+        phantom_reason=lambda transcript: phantom_reason(transcript, no_speech_threshold=threshold),
+        orchestrator=orchestrator, speech=speech, microphone=microphone,
+        vad_threshold=settings.listening.vad_threshold, pre_roll_ms=settings.listening.pre_roll_ms,
+        speaker_tail_ms=settings.audio.speaker_tail_ms, wake_phrases=wake_phrases(wake))
+    if previous is not None:
+        for key in RESTART_ONLY:
+            if getattr(settings.context, key) != getattr(previous.settings.context, key):
+                log.warning("Context.%s changed: it takes effect when Elara restarts",
+                            "".join(w.title() for w in key.split("_")))
+    return Runtime(settings=settings, store=store, llm=llm, memory=memory, monitor=monitor, wake=wake,
+                   vad=vad, transcriber=transcriber, synthesizer=synthesizer, microphone=microphone,
+                   speaker=speaker, voice=voice)
+
+
+async def close_replaced(old: Runtime, new: Runtime | None) -> None:
+    """Close the parts of `old` that `new` does not use (all of them when `new` is None)."""
+    def replaced(part: object) -> bool:
+        return new is None or all(part is not getattr(new, name) for name in SOURCES)
+
+    if replaced(old.memory):
+        await old.memory.worker.stop()
+    if replaced(old.microphone):
+        await old.microphone.stop()
+    if replaced(old.speaker):
+        await old.speaker.close()
+    if replaced(old.llm):
+        await old.llm.aclose()
+
+
+def wake_phrases(wake: WakeWordDetector) -> tuple[str, ...]:
+    """What each wake-word model listens for, as words ("hey jarvis")."""
+    return tuple(name.replace("_", " ") for name in wake.names)
+
+
+async def _load(running: Any, loader: Callable[[Settings], Any], settings: Settings) -> Any:
+    return running if running is not None else await asyncio.to_thread(loader, settings)

@@ -1,0 +1,456 @@
+"""The voice loop's glue with fake engines against its Protocols: no sound card, no models, a few
+milliseconds each. Frames say what they hold (silence, the wake word, the n-th phrase) and the
+fakes read it back; the orchestrator, the speech sink and the dialogue are the real ones.
+
+`run_loop(parts, script)` feeds a script of frames the way pipecat's `run_test` feeds frames to a
+processor, on an injected clock, and lets the loop's work finish between frames."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pytest
+
+from elara import dialogue as d
+from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip, AudioFrame
+from elara.conversation.messages import ChatMessage, ChatRole
+from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
+from elara.conversation.render import OllamaChatRenderer
+from elara.orchestrator import Orchestrator
+from elara.voice.endpoint import Segmenter
+from elara.voice.loop import VoiceLoop, VoiceParts
+from elara.voice.speech import SpeechSink
+from elara.voice.stt import Transcript, phantom_reason
+from elara.voice.wake import WakeDetection
+
+FRAME = FRAME_SAMPLES / SAMPLE_RATE
+SILENCE, WAKE, SPEECH = 0, 1, 100  # a speech frame holds SPEECH + the phrase's number
+PHRASES = ["what is the capital of france", "and of spain", "how far is the moon"]
+
+
+# -- fakes for the engines ---------------------------------------------------------------------
+
+
+class Clock:
+    """The one clock of a test: moves only when a frame is captured."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeWake:
+    """Fires on a WAKE frame."""
+
+    def __init__(self) -> None:
+        self.resets = 0
+
+    def process(self, frame: AudioFrame) -> WakeDetection | None:
+        return WakeDetection("hey_jarvis", 0.9, frame.captured_at) if frame.samples[0] == WAKE else None
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+class FakeVad:
+    """Speech wherever a phrase is."""
+
+    def speech_probability(self, frame: AudioFrame) -> float:
+        return 1.0 if frame.samples[0] >= SPEECH else 0.0
+
+    def reset(self) -> None:
+        pass
+
+
+class FakeTranscriber:
+    """Reads the phrase number out of the audio; `hold` blocks it until set, `fail` raises."""
+
+    def __init__(self) -> None:
+        self.hold: threading.Event | None = None
+        self.fail = False
+        self.calls = 0
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        self.calls += 1
+        if self.hold is not None:
+            self.hold.wait(5)
+        if self.fail:
+            raise RuntimeError("the model file went away")
+        spoken = samples[samples >= SPEECH]
+        text = PHRASES[int(spoken.max()) - SPEECH] if len(spoken) else ""
+        return Transcript(text=text, no_speech_prob=0.0 if text else 0.9, avg_logprob=-0.1,
+                          audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
+
+
+class FakeSynthesizer:
+    """A tenth of a second of audio per sentence."""
+
+    sample_rate = 22_050
+
+    def __init__(self, name: str = "voice") -> None:
+        self.name = name
+        self.said: list[str] = []
+
+    def synthesize(self, text: str) -> AudioClip:
+        self.said.append(text)
+        return AudioClip(np.ones(2205, dtype=np.int16), self.sample_rate)
+
+
+class FakePlayer:
+    """Plays instantly; can be held mid-clip (`hold`) or fail."""
+
+    def __init__(self) -> None:
+        self.played: list[AudioClip] = []
+        self.hold: asyncio.Event | None = None
+        self.fail = False
+        self.stops = 0
+
+    async def play(self, clip: AudioClip) -> bool:
+        if self.fail:
+            raise OSError("the speaker was unplugged")
+        self.played.append(clip)
+        if self.hold is not None:
+            await self.hold.wait()
+        return True
+
+    async def stop(self) -> None:
+        self.stops += 1
+
+    async def prepare(self, sample_rate: int) -> None:
+        pass
+
+
+class FakeModel:
+    """A language model that answers every question with `reply`, or waits on `hold`."""
+
+    model = "fake-model"
+
+    def __init__(self, reply: str = "Paris is the capital. It is lovely.") -> None:
+        self.reply = reply
+        self.questions: list[str] = []
+        self.hold: asyncio.Event | None = None
+
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        self.questions.append(request.messages[-1]["content"])
+        if self.hold is not None:
+            await self.hold.wait()
+        for word in self.reply.split(" "):
+            yield word + " "
+
+
+class ListStore:
+    """Keeps messages in a list."""
+
+    def __init__(self) -> None:
+        self.messages: list[ChatMessage] = []
+
+    def append(self, message: ChatMessage) -> None:
+        self.messages.append(message)
+
+
+class FakeMicrophone:
+    """Yields the frames it is given."""
+
+    def __init__(self, frames: list[AudioFrame] | None = None) -> None:
+        self.queue: asyncio.Queue[AudioFrame | None] = asyncio.Queue()
+        for frame in frames or []:
+            self.queue.put_nowait(frame)
+
+    async def frames(self) -> AsyncGenerator[AudioFrame, None]:
+        while (frame := await self.queue.get()) is not None:
+            yield frame
+
+
+@dataclass
+class Rig:
+    """A loop with its fakes, on one clock."""
+
+    loop: VoiceLoop
+    clock: Clock
+    wake: FakeWake
+    transcriber: FakeTranscriber
+    synthesizer: FakeSynthesizer
+    player: FakePlayer
+    model: FakeModel
+    store: ListStore
+    microphone: FakeMicrophone
+    states: list[str] = field(default_factory=list)
+
+    def frame(self, kind: int) -> AudioFrame:
+        """The next frame of the script, captured now."""
+        self.clock.now += FRAME
+        return AudioFrame(np.full(FRAME_SAMPLES, kind, dtype=np.int16), self.clock.now)
+
+
+def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: float = 2.0,
+               synthesizer: FakeSynthesizer | None = None, player: FakePlayer | None = None,
+               model: FakeModel | None = None, store: ListStore | None = None,
+               microphone: FakeMicrophone | None = None, clock: Clock) -> VoiceParts:
+    """Voice parts over fakes, with the defaults' endpointing."""
+    synthesizer = synthesizer or FakeSynthesizer()
+    player = player or FakePlayer()
+    speech = SpeechSink(synthesizer, player, first_chunk_words=6, monotonic=clock)
+    orchestrator = Orchestrator(store=store or ListStore(), builder=PromptBuilder(ConfigSystemPrompt("Be brief."), []),
+                                renderer=OllamaChatRenderer(), llm=model or FakeModel(), sink=speech,
+                                context_size=6, monotonic=clock)
+    return VoiceParts(
+        dialogue=d.Dialogue(mode, follow_up, barge_in=barge_in), wake=FakeWake(), vad=FakeVad(),
+        segmenter=Segmenter(pre_roll_ms=300, end_silence_ms=600, min_speech_ms=200,
+                            max_utterance_seconds=15, no_speech_timeout_seconds=5, early_start_ms=200),
+        transcriber=FakeTranscriber(), phantom_reason=phantom_reason, orchestrator=orchestrator,
+        speech=speech, microphone=microphone or FakeMicrophone(), wake_phrases=("hey jarvis",))
+
+
+def make_rig(start: float = 1000.0, **options: object) -> Rig:
+    """A loop over fake engines whose clock starts at `start`."""
+    clock = Clock(start)
+    synthesizer, player, model, store = FakeSynthesizer(), FakePlayer(), FakeModel(), ListStore()
+    microphone = FakeMicrophone()
+    parts = make_parts(synthesizer=synthesizer, player=player, model=model, store=store,
+                       microphone=microphone, clock=clock, **options)  # type: ignore[arg-type]
+    states: list[str] = []
+    loop = VoiceLoop(parts, clock=clock, on_state=states.append)
+    assert isinstance(parts.wake, FakeWake) and isinstance(parts.transcriber, FakeTranscriber)
+    return Rig(loop, clock, parts.wake, parts.transcriber, synthesizer, player, model, store,
+               microphone, states)
+
+
+def say(phrase: int, seconds: float = 1.2) -> list[int]:
+    """Frames of the n-th phrase."""
+    return [SPEECH + phrase] * round(seconds / FRAME)
+
+
+def quiet(seconds: float) -> list[int]:
+    """Frames of silence."""
+    return [SILENCE] * round(seconds / FRAME)
+
+
+async def settle(rig: Rig, limit: int = 2000) -> None:
+    """Let the loop's work in flight (transcription, the reply) run to its end."""
+    for _ in range(limit):
+        if not rig.loop.busy:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"the loop is still busy in {rig.loop.state}")
+
+
+async def until(rig: Rig, state: str, limit: int = 2000) -> None:
+    """Wait, feeding nothing, until the loop reaches `state`."""
+    for _ in range(limit):
+        if rig.loop.state == state:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"the loop is in {rig.loop.state}, not {state}")
+
+
+async def run_loop(rig: Rig, script: list[int], *, wait: bool = True) -> None:
+    """Feed frames; with `wait`, each frame's consequences finish before the next frame comes."""
+    for kind in script:
+        await rig.loop.on_frame(rig.frame(kind))
+        if wait:
+            await settle(rig)
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start", [5.0, 1000.0, 2_000_000.0])
+def test_wake_question_reply_and_follow_up(start):
+    """Whatever the clock reads (a machine up minutes or weeks), a turn's timings are sane."""
+    rig = make_rig(start)
+
+    async def scenario():
+        await run_loop(rig, quiet(0.4) + [WAKE] + say(0) + quiet(0.8))
+        assert rig.loop.state == d.FOLLOW_UP
+        timings = dict(rig.loop.last_timings)
+        await run_loop(rig, quiet(0.3) + say(1) + quiet(0.8))
+        assert rig.loop.state == d.FOLLOW_UP
+        await run_loop(rig, quiet(2.5))
+        assert rig.loop.state == d.IDLE
+        return timings
+
+    timings = asyncio.run(scenario())
+    assert rig.model.questions == [PHRASES[0], PHRASES[1]]
+    assert [(m.role, m.content) for m in rig.store.messages] == [
+        (ChatRole.USER, PHRASES[0]), (ChatRole.ASSISTANT, "Paris is the capital. It is lovely."),
+        (ChatRole.USER, PHRASES[1]), (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert rig.synthesizer.said == ["Paris is the capital.", "It is lovely."] * 2
+    assert len(rig.player.played) == 4
+    assert rig.loop.counters.wakes == 1 and rig.loop.counters.turns == 2
+    # Speech ended, then 600 ms of silence ended the utterance; with work taking no time on
+    # this clock, the transcript and the first audio come exactly then.
+    assert timings["speech_end_to_transcript"] == pytest.approx(0.64, abs=0.09)
+    assert timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.09)
+    assert all(v is not None and v >= 0 for v in timings.values()), timings
+    assert rig.states[:5] == [d.LISTENING, d.TRANSCRIBING, d.THINKING, d.SPEAKING, d.FOLLOW_UP]
+
+
+def test_wake_word_mode_goes_back_to_idle_and_needs_the_wake_word_again():
+    rig = make_rig(mode="wake_word")
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.8))
+        assert rig.loop.state == d.IDLE
+        await run_loop(rig, say(1) + quiet(0.8))  # no wake word: not heard
+        assert rig.loop.state == d.IDLE
+
+    asyncio.run(scenario())
+    assert rig.model.questions == [PHRASES[0]]
+
+
+def test_nothing_said_after_the_wake_word_sends_nothing():
+    rig = make_rig()
+    asyncio.run(run_loop(rig, [WAKE] + quiet(6)))
+    assert rig.loop.state == d.IDLE and rig.loop.counters.no_speech == 1
+    assert rig.model.questions == [] and rig.store.messages == []
+
+
+def test_barge_in_cancels_the_reply_and_starts_listening():
+    rig = make_rig(barge_in=True)
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()  # the first clip is still playing
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        await run_loop(rig, [WAKE], wait=False)
+        assert rig.loop.state == d.LISTENING
+        await asyncio.sleep(0.01)
+        rig.player.hold.set()
+        rig.player.hold = None
+        await settle(rig)
+        await run_loop(rig, say(2) + quiet(0.8))
+
+    asyncio.run(scenario())
+    assert rig.player.stops >= 1
+    assert rig.model.questions == [PHRASES[0], PHRASES[2]]
+    assert [m.content for m in rig.store.messages if m.role is ChatRole.USER] == [PHRASES[0], PHRASES[2]]
+
+
+def test_a_late_transcript_of_a_cancelled_turn_is_dropped():
+    rig = make_rig()
+
+    async def scenario():
+        rig.transcriber.hold = threading.Event()
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.8), wait=False)
+        assert rig.loop.state == d.TRANSCRIBING
+        rig.loop.cancel()  # "stop": the turn is abandoned
+        assert rig.loop.state == d.IDLE
+        rig.transcriber.hold.set()  # ... and its transcript arrives afterwards
+        await asyncio.sleep(0.05)
+        rig.transcriber.hold = None
+        await run_loop(rig, quiet(0.5) + [WAKE] + say(1) + quiet(0.8))
+
+    asyncio.run(scenario())
+    assert rig.model.questions == [PHRASES[1]]
+    assert [m.content for m in rig.store.messages if m.role is ChatRole.USER] == [PHRASES[1]]
+
+
+def test_a_speech_to_text_failure_is_a_failed_turn(caplog):
+    rig = make_rig()
+    rig.transcriber.fail = True
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert rig.loop.state == d.IDLE and rig.loop.counters.failed_turns == 1
+    assert "speech-to-text failed" in caplog.text
+    assert rig.model.questions == []
+
+
+def test_a_playback_failure_is_a_failed_turn_not_a_hang(caplog):
+    rig = make_rig()
+    rig.player.fail = True
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.8))
+        assert rig.loop.state == d.IDLE
+        rig.player.fail = False  # the speaker is back: the next turn works
+        await run_loop(rig, quiet(0.5) + [WAKE] + say(1) + quiet(0.8))
+
+    asyncio.run(scenario())
+    assert rig.loop.counters.failed_turns == 1
+    assert "could not be played" in caplog.text
+    assert rig.loop.status()["counters"]["failed_turns"] == 1
+    assert rig.model.questions == [PHRASES[0], PHRASES[1]]
+    assert len(rig.player.played) == 2
+
+
+def test_a_swap_waits_for_idle_and_never_changes_a_running_turn():
+    rig = make_rig(mode="wake_word")
+    new_synth, new_player, new_model = FakeSynthesizer("new"), FakePlayer(), FakeModel("Madrid.")
+
+    async def scenario():
+        rig.model.hold = asyncio.Event()
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.8), wait=False)
+        await until(rig, d.THINKING)
+        new_mic = FakeMicrophone()
+        new = make_parts(mode="wake_word", synthesizer=new_synth, player=new_player, model=new_model,
+                         store=rig.store, microphone=new_mic, clock=rig.clock)
+        swapped = rig.loop.swap(new)
+        await run_loop(rig, quiet(0.2), wait=False)
+        assert not swapped.done() and rig.loop.parts is not new  # mid-turn: nothing changes
+        rig.model.hold.set()
+        await settle(rig)
+        await run_loop(rig, quiet(0.5))
+        assert swapped.done() and rig.loop.parts is new
+        old = swapped.result()
+        assert old.speech is not new.speech
+        # The next turn runs entirely on the new parts.
+        await run_loop(rig, [WAKE] + say(1) + quiet(0.8))
+        return old
+
+    asyncio.run(scenario())
+    assert rig.synthesizer.said == ["Paris is the capital.", "It is lovely."]
+    assert len(rig.player.played) == 2  # the whole first reply on the old speaker
+    assert new_synth.said == ["Madrid."] and len(new_player.played) == 1
+    assert rig.model.questions == [PHRASES[0]] and new_model.questions == [PHRASES[1]]
+
+
+def test_run_reads_the_swapped_in_microphone():
+    rig = make_rig()
+
+    async def scenario():
+        runner = asyncio.create_task(rig.loop.run())
+        second = FakeMicrophone()
+        for kind in quiet(0.24):
+            rig.microphone.queue.put_nowait(rig.frame(kind))
+        await asyncio.sleep(0.05)
+        swapped = rig.loop.swap(replace(rig.loop.parts, microphone=second))
+        assert swapped.done()  # idle: at once
+        rig.microphone.queue.put_nowait(rig.frame(SILENCE))  # the old one's last frame
+        for kind in [WAKE, *say(0), *quiet(0.8)]:
+            second.queue.put_nowait(rig.frame(kind))
+        for _ in range(500):
+            if rig.model.questions and not rig.loop.busy:
+                break
+            await asyncio.sleep(0.002)
+        second.queue.put_nowait(None)
+        await asyncio.wait_for(runner, 5)
+
+    asyncio.run(scenario())
+    assert rig.model.questions == [PHRASES[0]]
+    assert rig.loop.counters.frames == 3 + 1 + 1 + 15 + 10
+
+
+def test_shutdown_lets_the_turn_in_flight_store_its_reply():
+    rig = make_rig()
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.8), wait=False)
+        await rig.loop.shutdown(grace=2)
+
+    asyncio.run(scenario())
+    assert [m.role for m in rig.store.messages] == [ChatRole.USER, ChatRole.ASSISTANT]
+    assert rig.loop.state == d.IDLE
+
+
+def test_status_reports_state_counters_and_the_last_turn():
+    rig = make_rig()
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    status = rig.loop.status()
+    assert status["state"] == d.FOLLOW_UP
+    assert status["counters"]["turns"] == 1 and status["counters"]["wakes"] == 1
+    assert status["last_turn"]["speech_end_to_first_audio"] is not None
