@@ -13,10 +13,11 @@ import json
 import os
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from elara import personalities
 from elara import settings as schema
@@ -195,7 +196,7 @@ def _bind_dataclass(cls: type, data: Any, path: str) -> Any:
             raise ConfigError(f"{where}: missing (the packaged appsettings.json should define it)")
         raw = given[key.casefold()]
         tp = hints[f.name]
-        if is_dataclass(tp):
+        if isinstance(tp, type) and is_dataclass(tp):
             values[f.name] = _bind_dataclass(tp, raw, where)
         else:
             values[f.name] = _bind_value(raw, tp, where, f.metadata)

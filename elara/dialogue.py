@@ -36,8 +36,9 @@ machine, so `elara fsm` always shows what runs.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
 from transitions import EventData, Machine, MachineError
 
@@ -81,7 +82,7 @@ class DialogueEvent:
     @property
     def time(self) -> float:
         """When it happened, in seconds of the daemon's monotonic clock."""
-        return float(getattr(self, "at"))
+        return float(self.at)  # type: ignore[attr-defined]  # every event type declares `at` or `now`
 
 
 @dataclass(frozen=True)
@@ -428,7 +429,7 @@ class Dialogue:
         ]
         for state in self._machine.states:
             lines.append(f"  {quote(state)};")
-        lines.append(f"  __start__ -> {quote(self._machine.initial)};")
+        lines.append(f"  __start__ -> {quote(str(self._machine.initial))};")
         for source, trigger, dest, labels, fallback in self._edges():
             label = trigger
             if labels:

@@ -9,6 +9,7 @@ a hung sound server, model or Ollama cannot hang the doctor.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shlex
@@ -17,9 +18,9 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from elara.errors import (
     AudioDeviceError,
@@ -30,6 +31,9 @@ from elara.errors import (
     WrongKeyError,
 )
 from elara.settings import Settings
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from elara.voice.models import ModelRecord
 
 T = TypeVar("T")
 
@@ -61,7 +65,7 @@ FIX_CONFIG_FIRST = "fix the configuration first (`elara config check` shows the 
 
 # The store removes temporary files older than five minutes when it opens. Its clock, set to the
 # epoch, makes every file look new, so the doctor's open leaves them alone.
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ def bounded(seconds: float, function: Callable[[], T], on_timeout: Callable[[], 
     def target() -> None:
         try:
             outcome["value"] = function()
-        except BaseException as exc:  # noqa: BLE001 - reported as a failed check
+        except BaseException as exc:
             outcome["error"] = exc
 
     worker = threading.Thread(target=target, name="elara-doctor-check", daemon=True)
@@ -148,8 +152,10 @@ def check_devices(settings: Settings) -> list[Check]:
     from elara.audio.devices import CONFIG_KEYS, find_device
 
     checks = []
-    for kind, name, spec in (("input", INPUT_DEVICE, settings.audio.input_device),
-                             ("output", OUTPUT_DEVICE, settings.audio.output_device)):
+    devices: tuple[tuple[Literal["input", "output"], str, int | str | None], ...] = (
+        ("input", INPUT_DEVICE, settings.audio.input_device),
+        ("output", OUTPUT_DEVICE, settings.audio.output_device))
+    for kind, name, spec in devices:
         key = CONFIG_KEYS[kind]
         try:
             device = find_device(spec, kind)
@@ -185,7 +191,7 @@ def resolve_models(settings: Settings) -> list[Any]:
     found: list[Any] = []
     seen: set[Path] = set()
 
-    def resolve(name: str, key: str, function: Callable[[], Any]) -> None:
+    def resolve(name: str, key: str, function: Callable[[], ModelRecord | None]) -> None:
         try:
             record = function()
         except ConfigError as exc:
@@ -201,7 +207,7 @@ def resolve_models(settings: Settings) -> list[Any]:
 
     for value in settings.wake_word.models:
         resolve(f"wake word {value}", models.WAKE_WORD_KEY,
-                lambda value=value: models.resolve_wake_word(value, dirs))
+                functools.partial(models.resolve_wake_word, value, dirs))
     stt, tts, vad = settings.speech_to_text.model, settings.text_to_speech.voice, settings.listening.vad
     resolve(f"speech to text {stt}", models.SPEECH_TO_TEXT_KEY, lambda: models.resolve_whisper(stt, dirs))
     resolve(f"text to speech {tts}", models.TEXT_TO_SPEECH_KEY, lambda: models.resolve_voice(tts, dirs))
@@ -225,6 +231,10 @@ def check_model(record: Any, load: Callable[[Any], float] | None = None) -> Chec
     return passed(name, f"loads in {seconds:.2f} s ({where})")
 
 
+def _check_one_model(record: Any, load: Callable[[Any], float] | None) -> list[Check]:
+    return [check_model(record, load)]
+
+
 def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
                  seconds: float = MODEL_SECONDS) -> list[Check]:
     """Every configured model resolves and loads, each load within `seconds`."""
@@ -234,7 +244,7 @@ def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
             checks.append(item)
             continue
         checks.extend(_bounded_checks(
-            [model_check_name(item)], seconds, lambda item=item: [check_model(item, load)],
+            [model_check_name(item)], seconds, functools.partial(_check_one_model, item, load),
             f"check that the machine is not overloaded, or set {item.config_key} to a smaller model"))
     return checks
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,7 @@ class OllamaLanguageModel:
 
     async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
         """Yield the reply's text fragments as Ollama produces them."""
+        start: Any  # the client's chat() or generate() call, awaited below
         if isinstance(request, ChatRequest):
             endpoint = "chat"
             log.debug("asking %s at %s via /api/chat with %d messages: %r",
@@ -102,7 +103,7 @@ class OllamaLanguageModel:
                 "the connection was cut; check that Ollama is still running (`ollama ps`, its log)",
                 code="connection_lost")
 
-    async def complete(self, messages: list[Mapping[str, str]], *,
+    async def complete(self, messages: Sequence[Mapping[str, str]], *,
                        format: Mapping[str, Any] | None = None) -> str:
         """One whole chat reply, not streamed (background work: summaries, fact extraction).
         With `format` (a JSON schema) Ollama constrains the reply to JSON matching it."""
@@ -115,7 +116,7 @@ class OllamaLanguageModel:
             raise self._translate(exc, f"working in the background with {self.model}") from exc
         return response.message.content or ""
 
-    async def complete_json(self, messages: list[Mapping[str, str]],
+    async def complete_json(self, messages: Sequence[Mapping[str, str]],
                             schema: Mapping[str, Any]) -> Any:
         """A reply constrained to `schema`, parsed; LanguageModelError if it isn't JSON."""
         text = await self.complete(messages, format=schema)
@@ -216,7 +217,7 @@ class OllamaLanguageModel:
             return _lost(host, model, doing, exc)
         if isinstance(exc, pydantic.ValidationError):
             # The client validates both what it sends and what it gets back.
-            first = exc.errors()[0] if exc.error_count() else {}
+            first: Mapping[str, Any] = exc.errors()[0] if exc.error_count() else {}
             return LanguageModelError(
                 f"the Ollama client rejected a request to or reply from {host} while {doing} "
                 f"({exc.title}: {first.get('loc', ())} {first.get('msg', '')}): check "
@@ -242,5 +243,5 @@ async def _close_quietly(parts: AsyncIterator[Any]) -> None:
         return
     try:
         await aclose()
-    except Exception:  # noqa: BLE001 - closing a broken connection may fail; nothing to do
+    except Exception:
         log.debug("closing the Ollama stream failed", exc_info=True)

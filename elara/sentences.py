@@ -6,7 +6,7 @@ import re
 
 # Words whose trailing period does not end a sentence.
 ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e a.m p.m no approx dept est fig inc ltd mt".split()
+    ["mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "a.m", "p.m", "no", "approx", "dept", "est", "fig", "inc", "ltd", "mt"]
 )
 _TERMINATORS = ".!?…"
 _CLOSERS = "\"'”’)]}"

@@ -25,8 +25,8 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 USER_UNIT = "elara.service"
 SYSTEM_UNIT = "elara-system.service"

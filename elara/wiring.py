@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from elara import keys, personalities
-from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation import telemetry
+from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import Prompt
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder, SystemPromptProvider
 from elara.conversation.redaction import Redactor
@@ -78,6 +78,14 @@ class ContextMonitor:
         """Measure one prompt."""
         self.last = telemetry.measure(prompt, self.num_ctx)
         telemetry.check(self.last, log)
+
+    def status(self) -> dict[str, object] | None:
+        """The last prompt's size per part against `num_ctx`, for `elara status`."""
+        usage = self.last
+        if usage is None:
+            return None
+        return {"parts": dict(usage.parts), "total": usage.total, "num_ctx": usage.num_ctx,
+                "fraction": round(usage.fraction, 3)}
 
 
 def make_builder(settings: Settings, store: ConversationStore, memory: Memory | None = None,

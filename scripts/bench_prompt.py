@@ -8,16 +8,15 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
+from elara.config import load_settings
+from elara.conversation.context import TURN_ROLES, LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
-from elara.config import load_settings
-from elara.conversation.context import TURN_ROLES
 from elara.memory.manager import Memory
 from elara.wiring import make_builder, make_monitor
 
@@ -25,7 +24,7 @@ RUNS = 2000
 
 
 def fill(store: ConversationStore, count: int) -> None:
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     for i in range(count):
         role = ChatRole.USER if i % 2 == 0 else ChatRole.ASSISTANT
         store.append(ChatMessage(role, f"message {i}: " + "words " * 20, t0 + timedelta(seconds=i)))

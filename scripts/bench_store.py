@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from elara.conversation.crypto import derive_key, seal
@@ -19,7 +19,7 @@ from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore, encode_message
 
 PASSPHRASE = "benchmark passphrase"
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 COLD_OPEN = """
 import sys, time
@@ -84,7 +84,7 @@ def time_appends(store: ConversationStore, count: int) -> list[float]:
     """Milliseconds per fsync'd append."""
     samples = []
     for i in range(count):
-        message = ChatMessage(ChatRole.USER, f"appended {i}", datetime.now(timezone.utc))
+        message = ChatMessage(ChatRole.USER, f"appended {i}", datetime.now(UTC))
         t0 = time.perf_counter_ns()
         store.append(message)
         samples.append((time.perf_counter_ns() - t0) / 1e6)

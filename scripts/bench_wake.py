@@ -27,11 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 # The clip helpers live with the tests; the repo root makes `elara` importable without an install.
 sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 
+# voice_clips reads ELARA_CLIP_CACHE on first synthesis, so main() can still set it after this import.
+from voice_clips import ESPEAK_VOICES, concat, espeak_speech, frames, noise, piper_speech, silence, with_noise  # noqa: E402
+
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
 from elara.voice.models import resolve_wake_word  # noqa: E402
 from elara.voice.wake import WakeWordDetector  # noqa: E402
-# voice_clips reads ELARA_CLIP_CACHE on first synthesis, so main() can still set it after this import.
-from voice_clips import ESPEAK_VOICES, concat, espeak_speech, frames, noise, piper_speech, silence, with_noise  # noqa: E402
 
 WAKE_MODEL = "hey_jarvis"
 WAKE_PHRASE = "Hey Jarvis"

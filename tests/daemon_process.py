@@ -68,7 +68,7 @@ class DaemonProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(5)
-            raise AssertionError(f"the daemon ignored SIGTERM for {timeout} s:\n{self.log()}")
+            raise AssertionError(f"the daemon ignored SIGTERM for {timeout} s:\n{self.log()}") from None
         self._reader.join(5)
         return status, time.monotonic() - started
 

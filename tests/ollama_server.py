@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -89,7 +89,7 @@ def embed_text(text: str) -> list[float]:
 
 def _now() -> str:
     """A timestamp shaped like Ollama's `created_at` (RFC 3339, UTC, fractional seconds)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class FakeOllamaServer:
@@ -246,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.owner._track(self.connection, threading.current_thread(), False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Say nothing: keeps test output clean."""
 
     # --- routing ------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def find_exact(haystack: np.ndarray, needle: np.ndarray) -> int | None:
     view = np.lib.stride_tricks.sliding_window_view(haystack, len(anchor))
     for hit in np.flatnonzero((view == anchor).all(axis=1)):
         offset = int(hit) - start
-        if 0 <= offset and offset + len(needle) <= len(haystack) and np.array_equal(
+        if offset >= 0 and offset + len(needle) <= len(haystack) and np.array_equal(
                 haystack[offset:offset + len(needle)], needle):
             return offset
     return None

@@ -1,5 +1,6 @@
 """Configuration layers, binding and the messages a user sees for a bad value."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,8 +19,9 @@ def write(path: Path, data) -> Path:
 
 
 def test_packaged_defaults_are_the_repo_file_and_bind():
-    import elara
     from importlib import resources
+
+    import elara
 
     packaged = resources.files(elara).joinpath("appsettings.json").read_text(encoding="utf-8")
     assert packaged == (REPO / "config" / "appsettings.json").read_text(encoding="utf-8")
@@ -121,7 +123,7 @@ def test_broken_and_missing_files(tmp_path):
 
 def test_settings_are_frozen():
     s = load_settings(env={})
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.context.last_n = 1  # type: ignore[misc]
     with pytest.raises(TypeError):
         s.language_model.options["temperature"] = 1  # type: ignore[index]

@@ -9,9 +9,9 @@ wake word must send nothing, and SIGTERM must exit 0 with nothing lost.
 import re
 
 import pytest
-
 import voice_clips
 from daemon_process import DaemonProcess, daemon_env
+
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
 

@@ -12,13 +12,13 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from spec_reader import read_record
 
 from elara.cli import memory as memory_cli
-from spec_reader import read_record
 from elara.config import load_settings
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt
@@ -44,7 +44,7 @@ from elara.memory.phrasing import (
 from elara.memory.records import FACT, SUMMARY, memory_record
 
 KEY = "facts test passphrase"
-START = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
 class Clock:

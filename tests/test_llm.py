@@ -5,11 +5,11 @@ import logging
 import socket
 
 import pytest
+from ollama_server import default_responder
 
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError
 from elara.llm import ModelInfo, OllamaLanguageModel, make_client
-from ollama_server import default_responder
 
 OPTIONS = {"temperature": 0.6, "num_ctx": 4096}
 CHAT = ChatRequest(messages=(

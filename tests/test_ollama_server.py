@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import ollama
 import pytest
-
 from ollama_server import FakeOllamaServer, fragments
 
 COUNTERS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",

@@ -6,6 +6,7 @@ import shutil
 import socket
 
 import pytest
+from ollama_server import FakeOllamaServer
 
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import ChatRole, PromptReady
@@ -14,7 +15,6 @@ from elara.conversation.render import OllamaChatRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
 from elara.llm import OllamaLanguageModel, make_client
 from elara.orchestrator import Orchestrator
-from ollama_server import FakeOllamaServer
 
 _runner: asyncio.Runner | None = None  # the current test's loop (see the `loop` fixture)
 

@@ -1,20 +1,24 @@
 """Context providers, the prompt builder and both renderers: pure, tested with plain values."""
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from elara.conversation.context import (LastNContextProvider, TokenBudgetContextProvider,
-                                        estimate_tokens, fit_to_budget)
+from elara.conversation.context import (
+    LastNContextProvider,
+    TokenBudgetContextProvider,
+    estimate_tokens,
+    fit_to_budget,
+)
 from elara.conversation.messages import ChatMessage, ChatRole, Prompt
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
 from elara.errors import ContextError
 
-T0 = datetime(2026, 11, 22, 6, 55, 11, 123000, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 22, 6, 55, 11, 123000, tzinfo=UTC)
 
 
 def msg(role: ChatRole, text: str, minutes: int = 0) -> ChatMessage:

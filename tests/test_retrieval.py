@@ -6,14 +6,15 @@ import asyncio
 import base64
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
+from ollama_server import embed_text
+from spec_reader import independent_open
 
 from elara.conversation.messages import ChatMessage, ChatRole
-from spec_reader import independent_open
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.store import ConversationStore
 from elara.errors import ContextError, LanguageModelError
@@ -27,12 +28,11 @@ from elara.memory.retrieval import (
     same_model,
     task_prefixes,
 )
-from ollama_server import embed_text
 
 PASSPHRASE = "retrieval test passphrase"
 MODEL = "nomic-embed-text"
 DOC, QUERY = "search_document: ", "search_query: "
-START = datetime(2026, 11, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 #: 15 exchanges, one a day; the first and the last are about the same thing.
 EXCHANGES = [
@@ -126,7 +126,7 @@ def test_older_relevant_turn_comes_back_as_system_context(store, server):
             assert await index.add(index.unindexed()) == 30
             assert await index.add(turns()) == 0  # already indexed: no second request
             provider = RetrievalContextProvider(index, top_k=3, min_score=0.6, store=store,
-                                                local_zone=timezone.utc)
+                                                local_zone=UTC)
             # Last-N with n=2 shows the last three turns (the plane question among them).
             recent = await provider.get_context(SOURDOUGH, 2)
             fewer_excluded = await provider.get_context(SOURDOUGH, 0)

@@ -10,9 +10,9 @@ import threading
 import time
 
 import pytest
-
 import voice_clips
 from daemon_process import DaemonProcess, daemon_env
+
 from elara.conversation.store import ConversationStore
 
 
@@ -33,7 +33,7 @@ class NotifySocket:
         while self._running:
             try:
                 data = self.sock.recv(4096)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

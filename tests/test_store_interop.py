@@ -6,12 +6,13 @@ import json
 import os
 import re
 import stat
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+
+from spec_reader import independent_open, independent_seal
 
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
-from spec_reader import independent_open, independent_seal
 
 PASSPHRASE = "interop passphrase ✓"
 NAME = re.compile(r"^\d{8}T\d{9}Z_\d{4,}_(user|assistant|system)\.json$")
@@ -23,7 +24,7 @@ NAME = re.compile(r"^\d{8}T\d{9}Z_\d{4,}_(user|assistant|system)\.json$")
 def test_store_files_decrypt_with_independent_code(tmp_path: Path):
     root = tmp_path / "Conversation"
     store = ConversationStore(root, PASSPHRASE)
-    at = datetime(2026, 11, 22, 6, 55, 11, 123456, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 22, 6, 55, 11, 123456, tzinfo=UTC)
     store.append(ChatMessage(ChatRole.USER, "What's the weather like tomorrow?", at, {"source": "voice", "lang": "en"}))
     store.append(ChatMessage(ChatRole.ASSISTANT, "Sonnig, 20 °C.", at))
 
@@ -36,7 +37,7 @@ def test_store_files_decrypt_with_independent_code(tmp_path: Path):
     )
     assert plaintexts[1] == (
         '{"role":"Assistant","content":"Sonnig, 20 °C.","timestampUtc":"2026-11-22T06:55:11.123Z","metadata":{}}'
-    ).encode("utf-8")
+    ).encode()
     for name in names:
         envelope = json.loads((root / name).read_bytes())
         assert set(envelope) == {"alg", "iv", "ciphertext", "tag"}
@@ -62,14 +63,14 @@ def test_hand_written_files_are_read_in_name_order(tmp_path: Path):
         (ChatRole.ASSISTANT, "hi"),
     ]
     assert [m.timestamp_utc for m in tail] == [
-        datetime(2025, 12, 30, 23, 59, 59, tzinfo=timezone.utc),
-        datetime(2025, 12, 31, 0, 0, 0, 500000, tzinfo=timezone.utc),
-        datetime(2025, 12, 31, 0, 0, 1, 123456, tzinfo=timezone.utc),
+        datetime(2025, 12, 30, 23, 59, 59, tzinfo=UTC),
+        datetime(2025, 12, 31, 0, 0, 0, 500000, tzinfo=UTC),
+        datetime(2025, 12, 31, 0, 0, 1, 123456, tzinfo=UTC),
     ]
     assert tail[1].metadata == {} and tail[2].metadata == {"model": "llama3.2:3b"}
 
     # The store continues after the hand-written history, even with an older clock.
-    path = store.append(ChatMessage(ChatRole.USER, "again", datetime(2020, 1, 1, tzinfo=timezone.utc)))
+    path = store.append(ChatMessage(ChatRole.USER, "again", datetime(2020, 1, 1, tzinfo=UTC)))
     assert path.name == "20251231T000001123Z_0010_user.json"
     assert NAME.match(path.name)
     body = json.loads(independent_open(PASSPHRASE, path.read_bytes()))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from spec_reader import independent_open
 
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import ChatMessage, ChatRole
@@ -16,7 +17,6 @@ from elara.conversation.store import ConversationStore
 from elara.errors import LanguageModelError
 from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.records import FACT, KIND, SUMMARY, memory_record
-from spec_reader import independent_open
 from elara.memory.summaries import (
     SUMMARY_PREFIX,
     Summarizer,
@@ -29,7 +29,7 @@ from elara.memory.summaries import (
 )
 
 PASSPHRASE = "summaries test passphrase"
-T0 = datetime(2026, 1, 5, 9, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 9, 0, 0, tzinfo=UTC)
 LATER = T0 + timedelta(days=1)
 
 
@@ -131,7 +131,7 @@ def test_the_newest_two_exchanges_are_never_folded():
 
 def test_at_least_one_exchange_and_at_most_one_budget_at_once():
     turns = []
-    for i in range(40):
+    for _ in range(40):
         turns += [user("q" * 10), assistant("r" * 10)]  # 800 tokens in all
     chosen = turns_to_summarize(turns, 100, 0.5, by_length)
     assert sum(len(m.content) for m in chosen) == 100  # the budget, not half (400)

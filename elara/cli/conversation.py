@@ -13,6 +13,7 @@ from elara.conversation.messages import PromptReady
 from elara.errors import LanguageModelError
 from elara.llm import OllamaLanguageModel
 from elara.memory.manager import Memory
+from elara.orchestrator import SentenceSink
 from elara.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
     memory = await _open_memory(settings, store, llm)
     printer = PrintSink()
     speech = speaker = None
-    sink = printer
+    sink: SentenceSink = printer
     if speak:
         from elara.audio.playback import Speaker
         from elara.voice.engines import load_synthesizer

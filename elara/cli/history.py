@@ -92,7 +92,7 @@ def _purge(args: argparse.Namespace, settings: Settings) -> int:
     """Delete every message older than --older-than and every record derived from a deleted turn
     (summaries kept per Context.RetentionKeepSummaries); a running daemon forgets them too."""
     cutoff = datetime.now(UTC) - args.older_than
-    r = forget_before(wiring.open_store(settings), cutoff, turns_only=False,
+    r = forget_before(wiring.open_store(settings, create_key=False), cutoff, turns_only=False,
                       keep_summaries=settings.context.retention_keep_summaries)
     print(f"deleted {r.deleted} messages older than {cutoff:%Y-%m-%d %H:%M} UTC or derived from "
           f"them ({r.turns_deleted} turns, {r.summaries_deleted} summaries, "

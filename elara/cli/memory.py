@@ -7,10 +7,10 @@ import sys
 
 from elara import wiring
 from elara.errors import DaemonNotRunning
-from elara.paths import status_socket
-from elara.status import query_status
 from elara.memory.facts import FactBook
+from elara.paths import status_socket
 from elara.settings import Settings
+from elara.status import query_status
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

@@ -6,12 +6,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from elara.units import (PROTECT_HOME, REPO, SYSTEM_UNIT, USER_UNIT, config_from_unit,
-                         default_venv, extra_writable, is_below, render_unit, unit_templates,
-                         verify_units)
+from elara.units import (
+    PROTECT_HOME,
+    REPO,
+    SYSTEM_UNIT,
+    USER_UNIT,
+    config_from_unit,
+    default_venv,
+    extra_writable,
+    is_below,
+    render_unit,
+    unit_templates,
+    verify_units,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

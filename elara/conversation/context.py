@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from elara.conversation.messages import ChatMessage, ChatRole
 

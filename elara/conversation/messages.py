@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Mapping
+from datetime import UTC, datetime
 
 
 class ChatRole(enum.Enum):
@@ -34,7 +34,7 @@ class ChatMessage:
         if self.timestamp_utc.tzinfo is None:
             raise ValueError("ChatMessage.timestamp_utc must be timezone-aware")
         if self.timestamp_utc.utcoffset():
-            object.__setattr__(self, "timestamp_utc", self.timestamp_utc.astimezone(timezone.utc))
+            object.__setattr__(self, "timestamp_utc", self.timestamp_utc.astimezone(UTC))
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone, tzinfo
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Protocol
 
 from elara.conversation.context import ContextProvider
 from elara.conversation.messages import ChatMessage, Prompt
@@ -12,7 +13,7 @@ from elara.errors import ContextError
 
 def utc_now() -> datetime:
     """The current time, timezone-aware, in UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class SystemPromptProvider(Protocol):
@@ -58,7 +59,7 @@ class PromptBuilder:
                     raise ContextError(
                         f"{type(provider).__name__} failed: {exc}", code="context_unavailable"
                     ) from exc
-        now = self._clock().astimezone(timezone.utc)
+        now = self._clock().astimezone(UTC)
         local = now.astimezone(self._local_zone) if self._local_zone else now.astimezone()
         prompt = Prompt(system=system, context=tuple(context), user_input=user_input,
                         now_utc=now, now_local=local)

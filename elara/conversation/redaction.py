@@ -27,7 +27,7 @@ E-mail runs first (addresses contain digits), then cards (a card is also phone-s
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 KINDS = ("card", "phone", "email")
 CARD = "[card number]"

@@ -36,7 +36,7 @@ import logging
 import re
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -317,7 +317,7 @@ def _parse_time(value: str | None) -> datetime | None:
 class JsonLanguageModel(Protocol):
     """The part of OllamaLanguageModel the extractor needs."""
 
-    async def complete_json(self, messages: list[Mapping[str, str]],
+    async def complete_json(self, messages: Sequence[Mapping[str, str]],
                             schema: Mapping[str, Any]) -> Any:
         """A reply constrained to `schema`, parsed."""
 

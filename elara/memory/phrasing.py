@@ -15,13 +15,10 @@ from dataclasses import dataclass
 
 # Modal and past-tense words that follow "I" unchanged in the third person.
 _UNCHANGED_AFTER_I = frozenset(
-    "can could will would should shall must might may was had did didn't can't cannot won't "
-    "wouldn't couldn't shouldn't wasn't hadn't grew went got made said met ran began became came "
-    "knew took left lost bought saw wrote thought felt found gave kept told used".split())
+    ["can", "could", "will", "would", "should", "shall", "must", "might", "may", "was", "had", "did", "didn't", "can't", "cannot", "won't", "wouldn't", "couldn't", "shouldn't", "wasn't", "hadn't", "grew", "went", "got", "made", "said", "met", "ran", "began", "became", "came", "knew", "took", "left", "lost", "bought", "saw", "wrote", "thought", "felt", "found", "gave", "kept", "told", "used"])
 _IRREGULAR_AFTER_I = {"have": "has", "do": "does", "go": "goes", "am": "is", "don't": "doesn't",
                       "haven't": "hasn't", "'m": "is", "are": "is", "aren't": "isn't"}
-_ADVERBS = frozenset("also really usually never always often just still actually only sometimes "
-                     "mostly generally rarely currently now".split())
+_ADVERBS = frozenset(["also", "really", "usually", "never", "always", "often", "just", "still", "actually", "only", "sometimes", "mostly", "generally", "rarely", "currently", "now"])
 _I_CONTRACTIONS = {"i'm": "the user is", "i've": "the user has", "i'll": "the user will",
                    "i'd": "the user would"}
 _OBJECT_PRONOUNS = {"my": "the user's", "mine": "the user's", "me": "the user",
@@ -107,10 +104,7 @@ def subject(text: str) -> str | None:
 
 
 _STOP_WORDS = frozenset(
-    "a an the that this these those user i me my mine myself you your is am are was were be been "
-    "being do does did has have had about of to in on at for and or what where when who whom how "
-    "which whether it its fact facts thing things know remember forget please all everything "
-    "anything something".split())
+    ["a", "an", "the", "that", "this", "these", "those", "user", "i", "me", "my", "mine", "myself", "you", "your", "is", "am", "are", "was", "were", "be", "been", "being", "do", "does", "did", "has", "have", "had", "about", "of", "to", "in", "on", "at", "for", "and", "or", "what", "where", "when", "who", "whom", "how", "which", "whether", "it", "its", "fact", "facts", "thing", "things", "know", "remember", "forget", "please", "all", "everything", "anything", "something"])
 
 
 def significant_words(text: str) -> set[str]:

@@ -212,7 +212,7 @@ def _from_record(path: Path, message: ChatMessage) -> Summary | None:
 class CompletingModel(Protocol):
     """The part of the language model a summarizer needs."""
 
-    async def complete(self, messages: list[Mapping[str, str]]) -> str:
+    async def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
         """One whole, non-streamed chat reply."""
 
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Any
 
 from elara.conversation.messages import ChatMessage
 from elara.errors import ElaraError
 
 log = logging.getLogger(__name__)
 
-Job = Callable[[], Awaitable[None]]
+Job = Callable[[], Coroutine[Any, Any, None]]
 
 
 @dataclass
