@@ -196,6 +196,8 @@ class Daemon:
         self._config_files = tuple(str(p) for p in sources.files)
         self._activate(new)
         await runtime.close_replaced(old, new)
+        if new.microphone is not old.microphone and new.microphone.device is not None:
+            log.info("now listening on %s", new.microphone.device.label())
         await new.memory.reload()  # `elara memory forget` from another process meanwhile
         self.counters.reloads += 1
         log.info("configuration reloaded")
