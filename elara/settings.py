@@ -95,8 +95,10 @@ def _personalities(value: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class LanguageModelSettings:
-    """`LanguageModel`: which Ollama, which model, how to ask it."""
+    """`LanguageModel`: which provider answers (Ollama or the embedded llama.cpp), which model,
+    how to ask it."""
 
+    provider: str = setting("Provider", choices=("auto", "ollama", "embedded"))
     host: str = setting("Host", check=_http_url)
     model: str = setting("Model", check=_not_blank)
     api: str = setting("Api", choices=("chat", "generate"))
@@ -105,6 +107,10 @@ class LanguageModelSettings:
     keep_alive: float | str | None = setting("KeepAlive", check=_keep_alive)
     timeout_seconds: float = setting("TimeoutSeconds", min=1, max=3600)
     options: Mapping[str, Any] = setting("Options", normalize=_ollama_options)
+    #: A GGUF chat model for the embedded provider; None means the built-in SmolLM2-135M-Instruct.
+    embedded_model: str | None = setting("EmbeddedModel", check=_not_blank)
+    #: CPU threads llama.cpp uses; None means min(4, the number of CPUs).
+    embedded_threads: int | None = setting("EmbeddedThreads", min=1, max=256)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ def test_packaged_defaults_are_the_repo_file_and_bind():
     assert s.context.encryption_key == "replace-me-before-deployment"
     assert s.language_model.options["num_ctx"] == 4096
     assert s.language_model.personality == "assistant" and s.language_model.system_prompt is None
+    assert s.language_model.provider == "auto"
+    assert s.language_model.embedded_model is None and s.language_model.embedded_threads is None
 
 
 def test_layers_apply_in_order(tmp_path):
@@ -75,6 +77,17 @@ def test_env_values_are_read_as_the_target_type():
     assert s.logging.level == "WARNING"
 
 
+def test_embedded_provider_settings_from_the_environment():
+    s = load_settings(env={"ELARA__LanguageModel__Provider": "Embedded",
+                           "ELARA__LanguageModel__EmbeddedModel": "models/qwen2.5-0.5b.gguf",
+                           "ELARA__LanguageModel__EmbeddedThreads": "2"})
+    assert s.language_model.provider == "embedded"
+    assert s.language_model.embedded_model == "models/qwen2.5-0.5b.gguf"
+    assert s.language_model.embedded_threads == 2
+    back = load_settings(env={"ELARA__LanguageModel__EmbeddedModel": "null"})
+    assert back.language_model.embedded_model is None
+
+
 @pytest.mark.parametrize("env, message", [
     ({"ELARA__Context__LastN": "six"}, 'Context.LastN: expected an integer from 0 to 1000, got "six"'),
     ({"ELARA__Context__LastN": "-1"}, "Context.LastN: expected an integer from 0 to 1000"),
@@ -87,6 +100,11 @@ def test_env_values_are_read_as_the_target_type():
     ({"ELARA__LanguageModel__Options__num_ctx": "big"}, "LanguageModel.Options.num_ctx:"),
     ({"ELARA__Context__EncryptionKey": " "}, "Context.EncryptionKey: expected a non-empty string"),
     ({"ELARA__Logging__Level": "LOUD"}, "Logging.Level: expected one of"),
+    ({"ELARA__LanguageModel__Provider": "cloud"},
+     'LanguageModel.Provider: expected one of "auto", "ollama", "embedded", got "cloud"'),
+    ({"ELARA__LanguageModel__EmbeddedModel": " "}, "LanguageModel.EmbeddedModel: expected a non-empty string"),
+    ({"ELARA__LanguageModel__EmbeddedThreads": "0"}, "LanguageModel.EmbeddedThreads: expected an integer from 1"),
+    ({"ELARA__LanguageModel__EmbeddedThreads": "two"}, "LanguageModel.EmbeddedThreads: expected an integer"),
 ])
 def test_bad_values_name_the_path(env, message):
     with pytest.raises(ConfigError) as info:
