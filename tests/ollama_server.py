@@ -3,6 +3,19 @@
 In-process: `with FakeOllamaServer() as server: ... server.url ...`, or the `ollama_server`
 fixture. Standalone (for subprocess tests): `python tests/ollama_server.py --port 0` prints the
 URL on one line and serves until SIGTERM or SIGINT.
+
+Thinking models, as Ollama (server/routes.go) treats them. A model's capabilities in /api/show
+come from `model_capabilities` (default ["completion"]; add "thinking" for a thinking model). The
+responder's reply may start with the model's reasoning in <think>…</think> (unclosed: reasoning to
+the end). For a model with "thinking":
+  - `think` true, or absent (Ollama then defaults it to true): the reasoning is parsed out and
+    streamed in `message.thinking` (chat) / `thinking` (generate), the answer in `content`;
+  - `think` false: the model does not reason; only the answer is sent (the reasoning is omitted).
+For a model without "thinking": a true `think` is refused with HTTP 400 `"<model>" does not support
+thinking` (Ollama's words); false or absent is accepted and the reply goes out verbatim in
+`content`, <think> tags and all, as from a model whose template Ollama cannot parse. `chunk_chars`
+streams replies in pieces of that many characters instead of words, so tags split across chunks
+("<th" + "ink>").
 """
 
 from __future__ import annotations
@@ -68,6 +81,25 @@ def fragments(text: str) -> list[str]:
     return re.findall(r"\s*\S+|\s+", text)
 
 
+def pieces_of(text: str, chunk_chars: int | None) -> list[str]:
+    """`text` cut into `chunk_chars`-character pieces, or into words when that is None."""
+    if chunk_chars is None:
+        return fragments(text)
+    return [text[i:i + chunk_chars] for i in range(0, len(text), chunk_chars)]
+
+
+_THINK = re.compile(r"\s*<think(?:ing)?>(.*?)(?:</think(?:ing)?>\s*|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """(reasoning, answer) of a reply that starts with <think>…</think>, as Ollama's parser for a
+    thinking model separates them; an unclosed block is reasoning to the end; ("", text) if none."""
+    match = _THINK.match(text)
+    if match is None:
+        return "", text
+    return match.group(1).strip(), text[match.end():]
+
+
 def canonical_model(name: str) -> str:
     """`name` with Ollama's implicit `:latest` tag made explicit."""
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
@@ -99,8 +131,10 @@ class FakeOllamaServer:
     `models` installed names (with or without `:latest`), `responder`, `fault` (one of FAULTS),
     `fault_after` (fragments sent before a mid-stream fault), `slow_delay` (seconds
     before each fragment when slow), `hang_seconds` (upper bound of a hang), `error_message`,
-    `model_details` (for /api/show and /api/tags). Observations: `requests` (path, JSON body)
-    and `aborted_streams` (streams whose client went away before the end).
+    `model_details` (for /api/show and /api/tags), `model_capabilities` (name -> /api/show
+    capabilities; unlisted models have ["completion"]), `chunk_chars` (None: stream words).
+    Observations: `requests` (path, JSON body, including any `think`) and `aborted_streams`
+    (streams whose client went away before the end).
 
     Faults: none; error_mid_stream (fragments, then an `{"error": ...}` line); hang (nothing at
     all, not even headers); stall (fragments, then nothing); slow (`slow_delay` before each
@@ -124,6 +158,8 @@ class FakeOllamaServer:
             "parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
             "parameter_size": "3.2B", "quantization_level": "Q4_K_M",
         }
+        self.model_capabilities: dict[str, list[str]] = {}
+        self.chunk_chars: int | None = None
         self.requests: list[tuple[str, dict]] = []
         self.aborted_streams = 0
         self._lock = threading.Lock()
@@ -197,6 +233,18 @@ class FakeOllamaServer:
     def has_model(self, name: str) -> bool:
         """True when `name` is installed (the `:latest` tag is implied, as in Ollama)."""
         return canonical_model(name) in {canonical_model(m) for m in set(self.models)}
+
+    def capabilities(self, name: str) -> list[str]:
+        """What /api/show lists for `name` (`:latest` implied)."""
+        wanted = canonical_model(name)
+        for model, capabilities in dict(self.model_capabilities).items():
+            if canonical_model(model) == wanted:
+                return list(capabilities)
+        return ["completion"]
+
+    def thinks(self, name: str) -> bool:
+        """True when `name` is a thinking model."""
+        return "thinking" in self.capabilities(name)
 
     def _record(self, path: str, body: dict) -> None:
         with self._lock:
@@ -317,7 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
             "template": "{{ .Prompt }}",
             "details": details,
             "model_info": {"general.architecture": family, f"{family}.context_length": 131072},
-            "capabilities": ["completion"],
+            "capabilities": owner.capabilities(name),
             "modified_at": "2025-01-01T00:00:00.000000Z",
         })
 
@@ -349,6 +397,11 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 error = f"model '{name}' not found"
             self._send_json(404, {"error": error})
+            return
+        think = body.get("think")
+        if think not in (None, False, "") and not owner.thinks(name):
+            # Ollama checks this before loading the model, for every request (routes.go).
+            self._send_json(400, {"error": f"{json.dumps(name)} does not support thinking"})
             return
         fault = owner.fault
         if fault not in FAULTS:
@@ -384,16 +437,21 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send_json(200, reply)
             return
 
-        pieces = fragments(owner.responder(endpoint, body))
+        thinking, answer = self._reply(endpoint, body)
+        pieces = [("thinking", p) for p in pieces_of(thinking, owner.chunk_chars)] + [
+            ("content", p) for p in pieces_of(answer, owner.chunk_chars)]
         cut = min(owner.fault_after, len(pieces)) if fault in (
             "error_mid_stream", "drop", "stall", "no_done", "truncated") else len(pieces)
         self._start_stream()
         try:
-            for piece in pieces[:cut]:
+            for kind, piece in pieces[:cut]:
                 if fault == "slow" and owner._wait(owner.slow_delay):
                     self._abort()
                     return
-                self._chunk(self._line(endpoint, name, piece))
+                if kind == "thinking":
+                    self._chunk(self._line(endpoint, name, "", thinking=piece))
+                else:
+                    self._chunk(self._line(endpoint, name, piece))
             if fault == "error_mid_stream":
                 self._chunk({"error": owner.error_message})
             elif fault == "drop":
@@ -403,7 +461,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._hang()
                 return
             elif fault == "truncated":
-                whole = (json.dumps(self._line(endpoint, name, pieces[cut] if cut < len(pieces)
+                whole = (json.dumps(self._line(endpoint, name, pieces[cut][1] if cut < len(pieces)
                                                else " more")) + "\n").encode()
                 half = whole[: len(whole) // 2]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(half), half))
@@ -418,13 +476,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- reply shapes -------------------------------------------------------------------------
 
+    def _reply(self, endpoint: str, body: dict) -> tuple[str, str]:
+        """(reasoning to send in `thinking`, text to send as the reply) for this request."""
+        text = self.owner.responder(endpoint, body)
+        if not self.owner.thinks(body["model"]):
+            return "", text  # nothing parses the model's tags: they stay in the text
+        thinking, answer = split_thinking(text)
+        if body.get("think") is False:
+            return "", answer  # told not to think, the model goes straight to the answer
+        return thinking, answer
+
     @staticmethod
-    def _line(endpoint: str, name: str, text: str) -> dict:
+    def _line(endpoint: str, name: str, text: str, *, thinking: str | None = None) -> dict:
         line: dict[str, Any] = {"model": name, "created_at": _now()}
         if endpoint == "chat":
             line["message"] = {"role": "assistant", "content": text}
+            if thinking:
+                line["message"]["thinking"] = thinking
         else:
             line["response"] = text
+            if thinking:
+                line["thinking"] = thinking
         line["done"] = False
         return line
 
@@ -453,12 +525,16 @@ class _Handler(BaseHTTPRequestHandler):
         return line
 
     def _whole_reply(self, endpoint: str, body: dict) -> dict:
-        text = self.owner.responder(endpoint, body)
-        line = self._done_line(endpoint, body, len(fragments(text)))
+        thinking, text = self._reply(endpoint, body)
+        line = self._done_line(endpoint, body, len(fragments(thinking)) + len(fragments(text)))
         if endpoint == "chat":
             line["message"]["content"] = text
+            if thinking:
+                line["message"]["thinking"] = thinking
         else:
             line["response"] = text
+            if thinking:
+                line["thinking"] = thinking
         return line
 
     def _load_reply(self, endpoint: str, body: dict) -> dict:
@@ -546,9 +622,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", choices=FAULTS, default="none")
     parser.add_argument("--slow-delay", type=float, default=0.05)
     parser.add_argument("--reply", help="a fixed reply instead of the echoing default")
+    parser.add_argument("--thinking-model", action="append", default=[],
+                        help="an installed model with the thinking capability (repeatable)")
+    parser.add_argument("--chunk-chars", type=int, help="stream replies in pieces of N characters")
     args = parser.parse_args(argv)
 
-    server = FakeOllamaServer(host=args.host, port=args.port, models=args.model)
+    models = (args.model or ([] if args.thinking_model else [DEFAULT_MODEL])) + args.thinking_model
+    server = FakeOllamaServer(host=args.host, port=args.port, models=models)
+    server.model_capabilities = {m: ["completion", "thinking"] for m in args.thinking_model}
+    server.chunk_chars = args.chunk_chars
     server.fault = args.fault
     server.slow_delay = args.slow_delay
     if args.reply is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import ollama
 import pytest
-from ollama_server import FakeOllamaServer, fragments
+from ollama_server import FakeOllamaServer, fragments, pieces_of, split_thinking
 
 COUNTERS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
             "eval_count", "eval_duration")
@@ -181,14 +181,17 @@ def test_fragments_are_words_that_join_back():
 
 def test_runs_standalone_until_sigterm():
     script = Path(__file__).with_name("ollama_server.py")
-    proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "--model", "m1"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "--model", "m1",
+                             "--thinking-model", "t1"], stdout=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         assert ready, "the server printed no URL"
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
-        assert [m.model for m in ollama.Client(host=url, timeout=5).list().models] == ["m1"]
+        client = ollama.Client(host=url, timeout=5)
+        assert [m.model for m in client.list().models] == ["m1", "t1"]
+        assert "thinking" in client.show("t1").capabilities
+        assert "thinking" not in client.show("m1").capabilities
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:
@@ -196,3 +199,88 @@ def test_runs_standalone_until_sigterm():
             proc.kill()
             proc.wait(5)
         proc.stdout.close()
+
+
+# --- thinking models (see the module docstring) -------------------------------------------------
+
+THOUGHTFUL = "<think>The user greets me.\nI should greet back.</think>\n\nHello to you too."
+
+
+def test_show_lists_each_models_capabilities(ollama_server):
+    ollama_server.models = {"llama3.2", "qwen3:0.6b"}
+    ollama_server.model_capabilities = {"qwen3:0.6b": ["completion", "tools", "thinking"]}
+    client = ollama.Client(host=ollama_server.url, timeout=5)
+    assert client.show("llama3.2").capabilities == ["completion"]
+    assert client.show("qwen3:0.6b").capabilities == ["completion", "tools", "thinking"]
+    assert ollama_server.thinks("qwen3:0.6b") and not ollama_server.thinks("llama3.2:latest")
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.chat("test-model", USER, think=True),
+    lambda c: list(c.chat("test-model", USER, stream=True, think=True)),
+    lambda c: c.generate("test-model", "hi", think=True),
+], ids=["chat", "chat-stream", "generate"])
+def test_asking_a_model_without_the_capability_to_think_is_a_400_in_ollamas_words(
+        ollama_server, call):
+    with pytest.raises(ollama.ResponseError) as info:
+        call(ollama.Client(host=ollama_server.url, timeout=5))
+    assert info.value.status_code == 400
+    assert info.value.error == '"test-model" does not support thinking'
+    assert ollama_server.requests[-1][1]["think"] is True  # recorded all the same
+
+
+def test_think_false_to_a_model_without_the_capability_is_accepted_and_recorded(ollama_server):
+    ollama_server.responder = lambda endpoint, body: THOUGHTFUL
+    client = ollama.Client(host=ollama_server.url, timeout=5)
+    reply = client.chat("test-model", USER, think=False)
+    # Nothing parses this model's tags: they reach the client in the text, as from real Ollama.
+    assert reply.message.content == THOUGHTFUL and reply.message.thinking is None
+    assert ollama_server.bodies("/api/chat")[-1]["think"] is False
+    client.chat("test-model", USER)
+    assert "think" not in ollama_server.bodies("/api/chat")[-1]
+
+
+def test_a_thinking_model_streams_its_reasoning_apart_unless_told_not_to_think(ollama_server):
+    ollama_server.model_capabilities = {"test-model": ["completion", "thinking"]}
+    ollama_server.responder = lambda endpoint, body: THOUGHTFUL
+    client = ollama.Client(host=ollama_server.url, timeout=5)
+
+    for think in (None, True):  # Ollama lets a thinking model think when `think` is absent
+        parts = list(client.chat("test-model", USER, stream=True, think=think))
+        assert "".join(p.message.thinking or "" for p in parts) == (
+            "The user greets me.\nI should greet back.")
+        assert "".join(p.message.content or "" for p in parts) == "Hello to you too."
+        first_answer = next(i for i, p in enumerate(parts) if p.message.content)
+        assert all(not p.message.thinking for p in parts[first_answer:])
+
+    parts = list(client.chat("test-model", USER, stream=True, think=False))
+    assert all(not p.message.thinking for p in parts)
+    assert "".join(p.message.content or "" for p in parts) == "Hello to you too."
+    assert [b.get("think") for b in ollama_server.bodies("/api/chat")] == [None, True, False]
+
+    generated = list(client.generate("test-model", "User: hi", stream=True))
+    assert "".join(p.thinking or "" for p in generated).startswith("The user greets me.")
+    assert "".join(p.response or "" for p in generated) == "Hello to you too."
+    whole = client.chat("test-model", USER, think=True)
+    assert whole.message.thinking and whole.message.content == "Hello to you too."
+    assert client.generate("test-model", "User: hi", think=False).thinking is None
+
+
+def test_chunk_chars_splits_think_tags_across_chunks(ollama_server):
+    ollama_server.responder = lambda endpoint, body: THOUGHTFUL
+    ollama_server.chunk_chars = 3
+    _, lines = stream_lines(ollama_server.url, "/api/chat", {"model": "test-model", "messages": USER})
+    contents = [line["message"]["content"] for line in lines[:-1]]
+    assert contents[:3] == ["<th", "ink", ">Th"]
+    assert "".join(contents) == THOUGHTFUL
+    assert lines[-1]["eval_count"] == len(contents)
+
+
+def test_split_thinking_and_pieces():
+    assert split_thinking(THOUGHTFUL) == ("The user greets me.\nI should greet back.",
+                                          "Hello to you too.")
+    assert split_thinking("<think>cut off mid-thought") == ("cut off mid-thought", "")
+    assert split_thinking("No reasoning. <think>not at the start</think>") == (
+        "", "No reasoning. <think>not at the start</think>")
+    assert pieces_of("abcdefg", 3) == ["abc", "def", "g"]
+    assert pieces_of("two words", None) == ["two", " words"]
