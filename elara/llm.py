@@ -14,6 +14,7 @@ import pydantic
 
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError
+from elara.thinking import strip_thinking
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ class ModelInfo:
     family: str | None
     parameter_size: str | None
     quantization: str | None
+    thinking: bool = False
+    """The model can think before it answers (its capabilities include "thinking")."""
 
 
 def make_client(host: str, timeout_seconds: float) -> ollama.AsyncClient:
@@ -52,6 +55,15 @@ class OllamaLanguageModel:
         self._keep_alive = keep_alive
         self._options = dict(options)
         self._timeout_seconds = timeout_seconds
+        # Learned from /api/show by check(). Ollama lets a thinking model think unless told not
+        # to (slow, and none of it is spoken); it refuses `think: true` for a model without the
+        # capability (HTTP 400 "... does not support thinking") and servers older than thinking
+        # don't know the field, so `think` goes only to a model that reports the capability.
+        self._thinking = False
+
+    def _think(self) -> dict[str, Any]:
+        """The `think` argument for chat()/generate(): False for a thinking model, else absent."""
+        return {"think": False} if self._thinking else {}
 
     async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
         """Yield the reply's text fragments as Ollama produces them."""
@@ -62,14 +74,14 @@ class OllamaLanguageModel:
                       self.model, self.host, len(request.messages), request.messages)
             start = self._client.chat(
                 model=self.model, messages=[dict(m) for m in request.messages], stream=True,
-                keep_alive=self._keep_alive, options=self._options)
+                keep_alive=self._keep_alive, options=self._options, **self._think())
         elif isinstance(request, GenerateRequest):
             endpoint = "generate"
             log.debug("asking %s at %s via /api/generate: system %r, prompt %r",
                       self.model, self.host, request.system, request.prompt)
             start = self._client.generate(
                 model=self.model, prompt=request.prompt, system=request.system, stream=True,
-                keep_alive=self._keep_alive, options=self._options)
+                keep_alive=self._keep_alive, options=self._options, **self._think())
         else:
             raise TypeError(
                 f"expected ChatRequest or GenerateRequest, got {type(request).__name__}")
@@ -77,14 +89,23 @@ class OllamaLanguageModel:
         doing = f"answering with {self.model}"
         parts: AsyncIterator[Any] | None = None
         finished = False
+        thoughts: list[str] = []
         try:
             parts = await start
             async for part in parts:
                 fragment = part.message.content if endpoint == "chat" else part.response
+                # Reasoning Ollama parsed out arrives in `thinking` and is never part of the reply;
+                # reasoning it did not parse (<think> in the text) is the orchestrator's to drop.
+                thought = part.message.thinking if endpoint == "chat" else part.thinking
+                if thought:
+                    thoughts.append(thought)
                 if fragment:
                     yield fragment
                 if part.done:
                     finished = True
+                    if thoughts:
+                        log.debug("%s thought (not part of the reply): %r", self.model,
+                                  "".join(thoughts))
                     log.debug("%s finished (%s): %s prompt tokens, %s reply tokens, %.2f s",
                               self.model, part.done_reason, part.prompt_eval_count,
                               part.eval_count, (part.total_duration or 0) / 1e9)
@@ -105,16 +126,17 @@ class OllamaLanguageModel:
 
     async def complete(self, messages: Sequence[Mapping[str, str]], *,
                        format: Mapping[str, Any] | None = None) -> str:
-        """One whole chat reply, not streamed (background work: summaries, fact extraction).
-        With `format` (a JSON schema) Ollama constrains the reply to JSON matching it."""
+        """One whole chat reply, not streamed (background work: summaries, fact extraction), with
+        any thinking dropped. With `format` (a JSON schema) Ollama constrains the reply to JSON
+        matching it."""
         try:
             response = await self._client.chat(
                 model=self.model, messages=[dict(m) for m in messages], stream=False,
                 format=dict(format) if format is not None else None,
-                keep_alive=self._keep_alive, options=self._options)
+                keep_alive=self._keep_alive, options=self._options, **self._think())
         except Exception as exc:
             raise self._translate(exc, f"working in the background with {self.model}") from exc
-        return response.message.content or ""
+        return strip_thinking(response.message.content or "")
 
     async def complete_json(self, messages: Sequence[Mapping[str, str]],
                             schema: Mapping[str, Any]) -> Any:
@@ -148,15 +170,20 @@ class OllamaLanguageModel:
         except Exception as exc:
             raise self._translate(exc, f"looking up {self.model}") from exc
         details = shown.details
+        # Ollama reported capabilities before it had thinking models: none listed, none thinks.
+        thinking = "thinking" in (shown.capabilities or [])
         info = ModelInfo(
             name=self.model,
             family=details.family if details else None,
             parameter_size=details.parameter_size if details else None,
             quantization=details.quantization_level if details else None,
+            thinking=thinking,
         )
-        log.info("Ollama at %s has %s (family %s, %s parameters, %s)", self.host, info.name,
+        self._thinking = thinking
+        log.info("Ollama at %s has %s (family %s, %s parameters, %s%s)", self.host, info.name,
                  info.family or "unknown", info.parameter_size or "unknown",
-                 info.quantization or "unknown quantization")
+                 info.quantization or "unknown quantization",
+                 ", a thinking model: asked not to think" if thinking else "")
         return info
 
     async def warm_up(self) -> None:

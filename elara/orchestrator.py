@@ -16,6 +16,7 @@ from elara.conversation.prompts import PromptBuilder, utc_now
 from elara.conversation.render import ChatRequest, GenerateRequest, PromptRenderer
 from elara.errors import ContextError, ElaraError, LanguageModelError, StoreError
 from elara.sentences import SentenceSplitter
+from elara.thinking import ThinkFilter
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,9 @@ class Orchestrator:
         request = self.renderer.render(prompt)
         built = self._monotonic() - started
 
+        # A thinking model's reasoning is dropped before sentences are cut, whichever provider
+        # streamed it: it is never spoken, stored, or counted as the reply.
+        think = ThinkFilter()
         splitter = self._splitter()
         fragments: list[str] = []
         first_token = first_sentence = None
@@ -134,20 +138,33 @@ class Orchestrator:
         error: ElaraError | None = None
         try:
             async for fragment in self.llm.stream(request):
+                visible = think.feed(fragment)
+                if not visible:
+                    continue
+                # first_token times the first VISIBLE text: reasoning the user never hears is
+                # still waiting, not a response.
                 if first_token is None:
                     first_token = self._monotonic() - started
-                fragments.append(fragment)
-                for sentence in splitter.feed(fragment):
+                fragments.append(visible)
+                for sentence in splitter.feed(visible):
                     if first_sentence is None:
                         first_sentence = self._monotonic() - started
                     await self.sink.say(sentence)
                     spoken += 1
-            for sentence in splitter.flush():
+            rest = think.flush()
+            if rest:
+                if first_token is None:
+                    first_token = self._monotonic() - started
+                fragments.append(rest)
+            if think.thought:
+                log.debug("dropped the thinking of %s from its reply", self.llm.model)
+            for sentence in splitter.feed(rest) + splitter.flush():
                 if first_sentence is None:
                     first_sentence = self._monotonic() - started
                 await self.sink.say(sentence)
                 spoken += 1
             if not "".join(fragments).strip():
+                # A reply that was only thinking (or an unclosed think block) is empty too.
                 raise LanguageModelError(f"model {self.llm.model} gave an empty reply",
                                          code="model_error")
         except LanguageModelError as exc:

@@ -296,3 +296,97 @@ def test_each_failure_is_one_language_model_error_with_its_cause(ollama_server):
 def test_default_responder_is_what_the_tests_expect():
     body = {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}
     assert default_responder("chat", body) == "You said: b. That is all. Have a nice day!"
+
+
+# --- thinking models ---------------------------------------------------------------------------
+
+THOUGHTFUL = "<think>The user wants the time.\nI have no clock.</think>\n\nI can't tell the time."
+THINKING = ["completion", "thinking"]
+
+
+async def collect_open(llm: OllamaLanguageModel, request) -> str:
+    """One whole reply; the adapter stays open."""
+    return "".join([fragment async for fragment in llm.stream(request)])
+
+
+async def checked_then(llm: OllamaLanguageModel, *requests) -> tuple[ModelInfo, list[str]]:
+    """check(), then each request streamed in turn: (info, each reply joined)."""
+    try:
+        info = await llm.check()
+        replies = [await collect_open(llm, request) for request in requests]
+        return info, replies
+    finally:
+        await llm.aclose()
+
+
+def test_a_thinking_model_is_asked_not_to_think(ollama_server, caplog):
+    caplog.set_level(logging.INFO, logger="elara.llm")
+    ollama_server.model_capabilities = {"test-model": THINKING}
+    ollama_server.responder = lambda endpoint, body: THOUGHTFUL
+
+    info, replies = run(checked_then(language_model(ollama_server.url), CHAT, GENERATE))
+    assert info.thinking
+    assert replies == ["I can't tell the time."] * 2
+    assert ollama_server.bodies("/api/chat")[-1]["think"] is False
+    assert ollama_server.bodies("/api/generate")[-1]["think"] is False
+    assert any("thinking model" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.INFO)
+
+
+def test_think_is_never_sent_to_a_model_without_the_capability(ollama_server):
+    async def scenario():
+        llm = language_model(ollama_server.url)
+        try:
+            info = await llm.check()
+            await collect_open(llm, CHAT)
+            await collect_open(llm, GENERATE)
+            await llm.complete(CHAT.messages)
+            return info
+        finally:
+            await llm.aclose()
+
+    assert not run(scenario()).thinking
+    bodies = ollama_server.bodies("/api/chat") + ollama_server.bodies("/api/generate")
+    assert len(bodies) == 3 and all("think" not in body for body in bodies)
+
+
+def test_reasoning_ollama_parsed_out_is_never_part_of_the_reply(ollama_server, caplog):
+    # Without check() nothing is known, so `think` is not sent and Ollama lets the model think:
+    # its reasoning arrives in `message.thinking`, logged at DEBUG only, never yielded.
+    caplog.set_level(logging.DEBUG, logger="elara.llm")
+    ollama_server.model_capabilities = {"test-model": THINKING}
+    ollama_server.responder = lambda endpoint, body: THOUGHTFUL
+
+    for request in (CHAT, GENERATE):
+        assert "".join(run(collect(language_model(ollama_server.url), request))) == (
+            "I can't tell the time.")
+    assert all("think" not in body for _, body in ollama_server.requests)
+    thoughts = [r for r in caplog.records if "I have no clock" in r.getMessage()]
+    assert thoughts and all(r.levelno == logging.DEBUG for r in thoughts)
+
+
+def test_complete_returns_the_reply_without_its_thinking(ollama_server):
+    ollama_server.responder = lambda endpoint, body: (
+        '<think>A summary, as JSON.</think>\n{"summary": "time"}' if body.get("format")
+        else THOUGHTFUL)
+
+    async def scenario(llm):
+        try:
+            return (await llm.complete(CHAT.messages),
+                    await llm.complete_json(CHAT.messages, {"type": "object"}))
+        finally:
+            await llm.aclose()
+
+    # A model without the capability: Ollama passes its tags through, the adapter drops them.
+    assert run(scenario(language_model(ollama_server.url))) == (
+        "I can't tell the time.", {"summary": "time"})
+
+    ollama_server.model_capabilities = {"test-model": THINKING}
+
+    async def thinking_model():
+        llm = language_model(ollama_server.url)
+        await llm.check()
+        return await scenario(llm)
+
+    assert run(thinking_model()) == ("I can't tell the time.", {"summary": "time"})
+    assert [b.get("think") for b in ollama_server.bodies("/api/chat")] == [None, None, False, False]

@@ -231,3 +231,113 @@ def test_conversation_text_is_logged_only_at_debug(tmp_path, ollama_server, capl
     with caplog.at_level(logging.DEBUG):
         turn(orchestrator, "my private question")
     assert "private question" in caplog.text and "secret reply" in caplog.text
+
+
+# --- thinking models: reasoning is never spoken or stored --------------------------------------
+
+THOUGHTFUL = ("<think>The user asks about France. Its capital is Paris.\nKeep it short.</think>\n\n"
+              "Paris is the capital. It is in France.")
+ANSWER = ["Paris is the capital.", "It is in France."]
+
+
+def spoken_and_stored(tmp_path, server, text="What is the capital of France?"):
+    """One turn: (result, sentences spoken, assistant messages stored)."""
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, server.url, sink)
+    result = turn(orchestrator, text)
+    return result, sink.sentences, [m.content for m in store.read_tail(10)
+                                    if m.role is ChatRole.ASSISTANT]
+
+
+@pytest.mark.parametrize("chunk_chars", [None, 1, 2, 3, 5, 8], ids=lambda n: f"chunks-{n}")
+def test_a_thinking_reply_is_spoken_and_stored_without_its_reasoning(tmp_path, ollama_server,
+                                                                    chunk_chars):
+    # A model Ollama can't parse the tags of: <think> arrives in the text, split across chunks
+    # ("<th" + "ink>", "</thi" + "nk>") when chunk_chars is small.
+    ollama_server.responder = lambda endpoint, body: THOUGHTFUL
+    ollama_server.chunk_chars = chunk_chars
+    result, spoken, stored = spoken_and_stored(tmp_path, ollama_server)
+    assert result.ok and result.assistant_stored
+    assert spoken == ANSWER
+    assert stored == [result.reply] == ["Paris is the capital. It is in France."]
+
+
+def test_think_tags_split_across_chunks_in_both_endpoints(tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: (
+        "<THINKING>Several\nlines of\nreasoning.</THINKING>Yes. <think>again</think>No.")
+    ollama_server.chunk_chars = 4
+    store = ConversationStore(tmp_path, "k")
+    for renderer in (OllamaChatRenderer(), TranscriptRenderer()):
+        sink = ListSink()
+        orchestrator, _ = make(store, ollama_server.url, sink, renderer=renderer)
+        result = turn(orchestrator, "yes or no?")
+        assert sink.sentences == ["Yes.", "No."] and result.reply == "Yes. No."
+    assert len(ollama_server.bodies("/api/chat")) == len(ollama_server.bodies("/api/generate")) == 1
+
+
+def test_a_stream_that_ends_inside_a_think_block_speaks_only_what_came_before(
+        tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: (
+        "Paris is the capital. <think>But wait, should I add that it has")
+    ollama_server.chunk_chars = 3
+    result, spoken, stored = spoken_and_stored(tmp_path, ollama_server)
+    assert result.ok and spoken == ["Paris is the capital."]
+    assert stored == ["Paris is the capital."]
+
+
+@pytest.mark.parametrize("reply", ["<think>I never get to the answer", "<think>Done.</think>\n\n"],
+                         ids=["unclosed", "closed"])
+def test_a_reply_that_is_only_thinking_is_an_empty_reply(tmp_path, ollama_server, reply):
+    ollama_server.responder = lambda endpoint, body: reply
+    result, spoken, stored = spoken_and_stored(tmp_path, ollama_server)
+    assert result.error.code == "model_error" and "gave an empty reply" in result.error.message
+    assert spoken == ["The language model ran into a problem."]
+    assert stored == [] and result.reply == "" and result.timings.first_token is None
+
+
+def test_a_thinking_model_is_asked_not_to_think_and_others_are_not(tmp_path, ollama_server):
+    ollama_server.models = {"qwen3:0.6b", "llama3.2"}
+    ollama_server.model_capabilities = {"qwen3:0.6b": ["completion", "thinking"]}
+    ollama_server.responder = lambda endpoint, body: THOUGHTFUL
+    for name in ("qwen3:0.6b", "llama3.2"):
+        store = ConversationStore(tmp_path / name, "k")
+        sink = ListSink()
+        orchestrator, llm = make(store, ollama_server.url, sink, model=name)
+        assert _runner.run(llm.check()).thinking is (name == "qwen3:0.6b")
+        assert turn(orchestrator, "What is the capital of France?").ok
+        assert sink.sentences == ANSWER
+    thinking, plain = chat_bodies(ollama_server)
+    assert thinking["model"] == "qwen3:0.6b" and thinking["think"] is False
+    assert plain["model"] == "llama3.2" and "think" not in plain
+
+
+class ScriptedModel:
+    """A provider whose fragments arrive one tick of a fake monotonic clock apart."""
+
+    model = "scripted"
+
+    def __init__(self, fragments):
+        self.fragments = fragments
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+    async def stream(self, request):
+        for fragment in self.fragments:
+            self.now += 1.0
+            yield fragment
+
+
+def test_first_token_times_the_first_visible_text(tmp_path):
+    llm = ScriptedModel(["<th", "ink>Let me", " think.", "</think>", "\n\n", "Paris", "."])
+    store = ConversationStore(tmp_path, "k")
+    builder = PromptBuilder(ConfigSystemPrompt("You are a test."), [LastNContextProvider(store)])
+    sink = ListSink()
+    orchestrator = Orchestrator(store=store, builder=builder, renderer=OllamaChatRenderer(),
+                                llm=llm, sink=sink, context_size=6, monotonic=llm.monotonic)
+    result = turn(orchestrator, "capital of France?")
+    assert result.ok and sink.sentences == ["Paris."]
+    assert result.timings.first_token == 6.0  # "Paris", the sixth fragment, not "<th"
+    assert result.timings.first_sentence == 7.0
