@@ -78,3 +78,21 @@ def synthesizer():
     import voice_clips
 
     return voice_clips.synthesizer()
+
+
+# --- the embedded language model: the real built-in GGUF, loaded once per session ---------------
+
+
+@pytest.fixture(scope="session")
+def embedded_model():
+    """The built-in SmolLM2-135M-Instruct in llama.cpp (2 threads, a 2048-token context),
+    greedy (temperature 0) and short (48 tokens) so replies are repeatable and quick."""
+    from elara.embedded import load_model, resolve_embedded_model
+
+    model = load_model(resolve_embedded_model(None), threads=2,
+                       options={"num_ctx": 2048, "temperature": 0.0, "seed": 7, "num_predict": 48},
+                       timeout_seconds=60.0)
+    try:
+        yield model
+    finally:
+        model.close()

@@ -66,10 +66,12 @@ MIN_ID_PREFIX = 4
 MAX_EXTRACTED = 5
 MAX_FACT_CHARS = 200
 
-#: The JSON schema the extractor asks Ollama to constrain its reply to.
+#: The JSON schema the extractor asks the model to constrain its reply to. The limits matter: a
+#: small model under a grammar can otherwise repeat array items until its token limit cuts the JSON.
 FACTS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
-    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+    "properties": {"facts": {"type": "array", "maxItems": MAX_EXTRACTED,
+                             "items": {"type": "string", "maxLength": MAX_FACT_CHARS}}},
     "required": ["facts"],
 }
 
