@@ -15,11 +15,11 @@ from typing import Any
 
 from elara import __version__, runtime, wiring
 from elara.config import load_settings_with_sources
-from elara.errors import ElaraError, LanguageModelError
-from elara.llm import OllamaLanguageModel
+from elara.errors import ElaraError
 from elara.logs import configure as configure_logging
 from elara.notify import SystemdNotifier
 from elara.paths import status_socket
+from elara.providers import AutoLanguageModel, Provider
 from elara.runtime import Runtime
 from elara.settings import Settings
 from elara.status import StatusServer
@@ -67,7 +67,7 @@ class Daemon:
         self._reload_requested = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._model_check: asyncio.Task[None] | None = None
-        self._checked_model: OllamaLanguageModel | None = None
+        self._checked_model: Provider | None = None
 
     def request_stop(self) -> None:
         """Ask the daemon to finish (what SIGTERM and SIGINT do)."""
@@ -128,13 +128,15 @@ class Daemon:
             self._checked_model = rt.llm
             self._model_check = self._spawn(self._check_model(rt.llm), "model-check")
 
-    async def _check_model(self, llm: OllamaLanguageModel) -> None:
+    async def _check_model(self, llm: Provider) -> None:
         try:
             await llm.check()
             await llm.warm_up()
-        except LanguageModelError as exc:
+        except ElaraError as exc:
             # The daemon keeps running: turns apologise until the model is back.
             log.warning("language model not ready: %s", exc)
+        if isinstance(llm, AutoLanguageModel):
+            await llm.watch()  # Ollama coming and going, between turns
 
     def _state_changed(self, state: str) -> None:
         self.notifier.status(STATUS_TEXT.get(state, state))

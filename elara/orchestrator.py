@@ -31,7 +31,9 @@ class SentenceSink(Protocol):
 class LanguageModel(Protocol):
     """Streams the reply to a rendered request as text fragments."""
 
-    model: str
+    @property
+    def model(self) -> str:
+        """The model's name (stored with each reply)."""
 
     def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
         """Text fragments of the reply; raises LanguageModelError."""

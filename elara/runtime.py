@@ -22,8 +22,8 @@ from elara.audio.capture import Microphone
 from elara.audio.playback import Speaker
 from elara.conversation.store import ConversationStore
 from elara.dialogue import Dialogue
-from elara.llm import OllamaLanguageModel
 from elara.memory.manager import Memory
+from elara.providers import Provider, describe
 from elara.settings import Settings
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_synthesizer, load_transcriber, load_wake
@@ -61,7 +61,7 @@ class Runtime:
 
     settings: Settings
     store: ConversationStore
-    llm: OllamaLanguageModel
+    llm: Provider
     memory: Memory
     monitor: wiring.ContextMonitor
     wake: WakeWordDetector
@@ -77,7 +77,7 @@ class Runtime:
         s = self.settings
         return {"wake_word": list(self.wake.names), "speech_to_text": s.speech_to_text.model,
                 "voice": s.text_to_speech.voice, "language_model": self.llm.model,
-                "ollama": self.llm.host}
+                "ollama": s.language_model.host, "answering": describe(self.llm, s.language_model.provider)}
 
 
 async def build(settings: Settings, store: ConversationStore, *, previous: Runtime | None = None,
@@ -102,7 +102,7 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
         speaker = reused("speaker") or Speaker(settings.audio.output_device)
         llm = reused("llm")
         if llm is None:
-            llm = wiring.make_language_model(settings)
+            llm = await asyncio.to_thread(wiring.make_language_model, settings)
             opened.append(llm.aclose)
         memory = reused("memory")
         if memory is None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from elara import keys, personalities
+from elara import embedded, keys, personalities
 from elara.conversation import telemetry
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import Prompt
@@ -18,6 +19,7 @@ from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.manager import Memory
 from elara.orchestrator import Orchestrator, SentenceSink
 from elara.paths import default_store_root
+from elara.providers import EMBEDDED, OLLAMA, AutoLanguageModel, Provider
 from elara.settings import Settings
 
 
@@ -51,7 +53,7 @@ def open_store(settings: Settings, *, create_key: bool = True) -> ConversationSt
     return ConversationStore(root, key.passphrase)
 
 
-def make_language_model(settings: Settings) -> OllamaLanguageModel:
+def make_ollama(settings: Settings) -> OllamaLanguageModel:
     """The Ollama adapter over the official async client, with the configured timeout."""
     lm = settings.language_model
     preset = personalities.resolve(lm.personality, settings.personalities)
@@ -59,6 +61,21 @@ def make_language_model(settings: Settings) -> OllamaLanguageModel:
         make_client(lm.host, lm.timeout_seconds), model=lm.model, host=lm.host,
         keep_alive=lm.keep_alive, options=personalities.model_options(preset, lm.options),
         timeout_seconds=lm.timeout_seconds)
+
+
+def make_language_model(settings: Settings) -> Provider:
+    """The model `LanguageModel.Provider` names: Ollama, the embedded model, or (`auto`) Ollama
+    with the embedded model to fall back on. Blocking for `embedded` (it loads the model): call it
+    in a worker thread. ConfigError when the embedded model file is unusable."""
+    lm = settings.language_model
+    if lm.provider == OLLAMA:
+        return make_ollama(settings)
+    if lm.provider == EMBEDDED:
+        return embedded.load_embedded(settings)
+    embedded.resolve_embedded_model(lm.embedded_model)  # a bad path is a config error now, not later
+    return AutoLanguageModel(
+        make_ollama(settings), functools.partial(embedded.load_embedded, settings),
+        ollama_hint=f"start Ollama (`ollama serve`) and run `ollama pull {lm.model}`")
 
 
 def make_renderer(settings: Settings) -> PromptRenderer:
@@ -109,7 +126,7 @@ def make_monitor(settings: Settings) -> ContextMonitor:
     return ContextMonitor(int(settings.language_model.options.get("num_ctx", DEFAULT_NUM_CTX)))
 
 
-def make_orchestrator(settings: Settings, store: ConversationStore, llm: OllamaLanguageModel,
+def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provider,
                       sink: SentenceSink, memory: Memory | None = None,
                       monitor: ContextMonitor | None = None) -> Orchestrator:
     """The orchestrator over the store, the model, a sink and (optionally) memory."""

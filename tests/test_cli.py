@@ -61,6 +61,7 @@ def test_ask_prints_the_reply_and_stores_the_turn(tmp_path, env, ollama_server):
 
 def test_ask_when_ollama_is_down(tmp_path, env):
     env["ELARA__LanguageModel__Host"] = "http://127.0.0.1:9"  # discard port: nothing listens
+    env["ELARA__LanguageModel__Provider"] = "ollama"  # only Ollama: no built-in model to fall back on
     done = elara(env, "ask", "anyone home?")
     assert done.returncode == 69
     error_lines = [line for line in done.stderr.splitlines() if line.startswith("elara:")]

@@ -10,10 +10,10 @@ from typing import TextIO
 
 from elara import wiring
 from elara.conversation.messages import PromptReady
-from elara.errors import LanguageModelError
-from elara.llm import OllamaLanguageModel
+from elara.errors import ElaraError
 from elara.memory.manager import Memory
 from elara.orchestrator import SentenceSink
+from elara.providers import Provider
 from elara.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ async def _open_memory(settings: Settings, store, llm) -> Memory:
 
 async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
     store = wiring.open_store(settings)
-    llm = wiring.make_language_model(settings)
+    llm = await asyncio.to_thread(wiring.make_language_model, settings)
     memory = await _open_memory(settings, store, llm)
     printer = PrintSink()
     speech = speaker = None
@@ -109,7 +109,7 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
 
 async def _chat(settings: Settings) -> int:
     store = wiring.open_store(settings)
-    llm = wiring.make_language_model(settings)
+    llm = await asyncio.to_thread(wiring.make_language_model, settings)
     memory = await _open_memory(settings, store, llm)
     sink = PrintSink()
     orchestrator = wiring.make_orchestrator(settings, store, llm, sink, memory)
@@ -133,11 +133,11 @@ async def _chat(settings: Settings) -> int:
     return 0
 
 
-async def _check_and_warm(llm: OllamaLanguageModel) -> None:
+async def _check_and_warm(llm: Provider) -> None:
     try:
         await llm.check()
         await llm.warm_up()
-    except LanguageModelError as exc:
+    except ElaraError as exc:
         print(f"elara: {exc}", file=sys.stderr)
 
 
