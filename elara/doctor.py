@@ -33,6 +33,7 @@ from elara.errors import (
 from elara.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from elara.llm import ModelInfo
     from elara.voice.models import ModelRecord
 
 T = TypeVar("T")
@@ -42,7 +43,7 @@ CONFIGURATION = "configuration"
 INPUT_DEVICE = "input device"
 OUTPUT_DEVICE = "output device"
 MODELS = "models"  # only when the models could not be looked at (no valid configuration)
-LANGUAGE_MODEL = "Ollama"
+LANGUAGE_MODEL = "language model"
 ENCRYPTION_KEY = "encryption key"
 HISTORY = "history"
 HISTORY_PERMISSIONS = "history permissions"
@@ -259,16 +260,20 @@ def ollama_timeout(settings: Settings) -> float:
 
 
 def check_language_model(settings: Settings) -> Check:
-    """Ollama answers at LanguageModel.Host and has LanguageModel.Model pulled."""
+    """Which model answers (`LanguageModel.Provider`) and that it can: Ollama at LanguageModel.Host
+    with LanguageModel.Model pulled, or the embedded model loading; `auto` passes with the
+    embedded model when Ollama is away, saying why and how to get better answers."""
     from elara.llm import OllamaLanguageModel, make_client
 
     lm = settings.language_model
+    if lm.provider == "embedded":
+        return check_embedded_model(settings, "LanguageModel.Provider is embedded")
     seconds = ollama_timeout(settings)
     llm = OllamaLanguageModel(make_client(lm.host, seconds), model=lm.model, host=lm.host,
                               keep_alive=lm.keep_alive, options=dict(lm.options),
                               timeout_seconds=seconds)
 
-    async def ask():
+    async def ask() -> ModelInfo:
         try:
             return await llm.check()
         finally:
@@ -286,9 +291,39 @@ def check_language_model(settings: Settings) -> Check:
                        "LanguageModel.TimeoutSeconds",
         }
         fix = fixes.get(exc.code, "check Ollama's log, LanguageModel.Host and LanguageModel.Model")
+        if lm.provider == "auto":
+            fallback = check_embedded_model(settings, str(exc))
+            if fallback.ok:
+                return passed(LANGUAGE_MODEL, f"{fallback.detail}; for better answers: {fix}")
+            return fallback
         return failed(LANGUAGE_MODEL, str(exc), fix)
     about = ", ".join(part for part in (info.family, info.parameter_size, info.quantization) if part)
-    return passed(LANGUAGE_MODEL, f"{lm.host} has {info.name}" + (f" ({about})" if about else ""))
+    return passed(LANGUAGE_MODEL, f"Ollama at {lm.host} answers with {info.name}"
+                  + (f" ({about})" if about else ""))
+
+
+def check_embedded_model(settings: Settings, why: str) -> Check:
+    """The embedded GGUF model resolves and loads (`why` says why it is the one answering)."""
+    from elara import embedded
+
+    async def load() -> str:
+        model = await asyncio.to_thread(embedded.load_embedded, settings)
+        try:
+            return model.model
+        finally:
+            await model.aclose()
+
+    try:
+        name = asyncio.run(load())
+    except ElaraError as exc:
+        return failed(LANGUAGE_MODEL, str(exc),
+                      "set LanguageModel.EmbeddedModel to a GGUF chat model file, or null for the "
+                      "built-in one (scripts/setup installs it)")
+    detail = f"the built-in model {name} answers ({why})"
+    if settings.memory.retrieval:
+        detail += ("; Memory.Retrieval needs Ollama's embeddings "
+                   f"({settings.memory.embedding_model}) and waits for it")
+    return passed(LANGUAGE_MODEL, detail)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -205,13 +205,36 @@ def test_invalid_configuration_is_a_finding_not_a_refusal(env, monkeypatch, caps
 
 
 def test_ollama_down(env, monkeypatch):
+    monkeypatch.setenv("ELARA__LanguageModel__Provider", "ollama")
     monkeypatch.setenv("ELARA__LanguageModel__Host", f"http://127.0.0.1:{closed_port()}")
     check = doctor.check_language_model(load_settings())
     assert not check.ok and "can't reach Ollama" in check.detail
     assert "ollama serve" in check.fix and "LanguageModel.Host" in check.fix
 
 
+def test_auto_with_ollama_down_passes_on_the_built_in_model(env, monkeypatch):
+    monkeypatch.setenv("ELARA__LanguageModel__Host", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("ELARA__Memory__Retrieval", "true")
+    check = doctor.check_language_model(load_settings())
+    assert check.ok, check
+    assert "the built-in model SmolLM2-135M-Instruct" in check.detail
+    assert "can't reach Ollama" in check.detail and "ollama serve" in check.detail
+    assert "Memory.Retrieval needs Ollama's embeddings" in check.detail
+
+
+def test_the_embedded_provider_and_a_bad_model_file(env, monkeypatch, tmp_path):
+    monkeypatch.setenv("ELARA__LanguageModel__Provider", "embedded")
+    check = doctor.check_language_model(load_settings())
+    assert check.ok and "LanguageModel.Provider is embedded" in check.detail
+    (tmp_path / "broken.gguf").write_bytes(b"not a model at all")
+    monkeypatch.setenv("ELARA__LanguageModel__EmbeddedModel", str(tmp_path / "broken.gguf"))
+    check = doctor.check_language_model(load_settings())
+    assert not check.ok and "LanguageModel.EmbeddedModel" in check.detail
+    assert "GGUF" in check.fix
+
+
 def test_model_not_pulled(env, monkeypatch, ollama_server):
+    monkeypatch.setenv("ELARA__LanguageModel__Provider", "ollama")
     monkeypatch.setenv("ELARA__LanguageModel__Host", ollama_server.url)
     monkeypatch.setenv("ELARA__LanguageModel__Model", "qwen2.5:1.5b")
     check = doctor.check_language_model(load_settings())
@@ -220,6 +243,7 @@ def test_model_not_pulled(env, monkeypatch, ollama_server):
 
 
 def test_a_hung_ollama_fails_within_the_short_timeout(env, monkeypatch, ollama_server):
+    monkeypatch.setenv("ELARA__LanguageModel__Provider", "ollama")
     ollama_server.fault = "hang"
     monkeypatch.setenv("ELARA__LanguageModel__Host", ollama_server.url)
     monkeypatch.setenv("ELARA__LanguageModel__TimeoutSeconds", "1")
