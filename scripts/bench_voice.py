@@ -62,12 +62,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--embedded", metavar="GGUF", nargs="?", const="",
+                        help="answer with the embedded model (the built-in one, or this GGUF) "
+                             "instead of the instant Ollama-protocol server")
     args = parser.parse_args()
+    settings = {"Listening__Mode": "wake_word"}
+    if args.embedded is not None:
+        settings.update(LanguageModel__Provider="embedded", LanguageModel__EmbeddedThreads="2",
+                        LanguageModel__Options='{"num_ctx": 2048, "num_predict": 48}')
+        if args.embedded:
+            settings["LanguageModel__EmbeddedModel"] = args.embedded
 
     with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card, \
             FakeOllamaServer(responder=lambda endpoint, body: REPLY) as server:
         tmp = Path(tmp_name)
-        env = daemon_env(card.env, server.url, tmp, Listening__Mode="wake_word")
+        env = daemon_env(card.env, server.url, tmp, **settings)
         clips = []
         for i, question in enumerate(QUESTIONS[:args.turns] * (1 + args.turns // len(QUESTIONS))):
             clips.append(voice_clips.write_wav(tmp / f"turn{i}.wav", voice_clips.concat(
@@ -98,7 +107,8 @@ def main() -> int:
         finally:
             daemon.kill()
 
-    print(f"voice daemon benchmark: {len(timings)} turns, instant model, tiny.en + joe-medium\n")
+    model = "instant model" if args.embedded is None else f"embedded model {args.embedded or 'SmolLM2-135M'}"
+    print(f"voice daemon benchmark: {len(timings)} turns, {model}, tiny.en + joe-medium\n")
     print("| figure | value |\n| --- | ---: |")
     print(f"| start-up to listening (process start → waiting for the wake word) | {startup:.2f} s |")
     print(f"| RSS, every model loaded (idle / after {len(timings)} turns) | {rss:.0f} MiB / {rss_after:.0f} MiB |")

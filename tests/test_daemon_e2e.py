@@ -7,6 +7,7 @@ wake word must send nothing, and SIGTERM must exit 0 with nothing lost.
 """
 
 import re
+import socket
 
 import pytest
 import voice_clips
@@ -101,3 +102,37 @@ def test_a_spoken_conversation(daemon, sound_card, ollama_server, tmp_path, tran
     assert [m.role for m in stored] == [ChatRole.USER, ChatRole.ASSISTANT] * 2
     assert stored[1].content == REPLIES["france"] and stored[3].content == REPLIES["germany"]
     assert "capital" not in daemon.log() and "Paris" not in daemon.log()  # no text at INFO
+
+
+def test_a_spoken_turn_answered_by_the_built_in_model(sound_card, tmp_path, transcriber):
+    """No Ollama at all: `auto` falls back to the real embedded model, which answers aloud."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: nothing listens there
+    env = daemon_env(sound_card.env, nobody, tmp_path, Listening__Mode="wake_word",
+                     LanguageModel__Options='{"num_ctx": 2048, "temperature": 0, "num_predict": 48}')
+    daemon = DaemonProcess(env)
+    try:
+        daemon.wait_for("waiting for the wake word", timeout=90)
+        daemon.wait_for("small built-in model", timeout=30)
+        question = clip_file(tmp_path, "question", voice_clips.silence(0.5),
+                             voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.6),
+                             voice_clips.piper_speech("What is the capital of France?"),
+                             voice_clips.silence(1.5))
+        recording = sound_card.record_speaker().wait_started()
+        sound_card.play_into_mic(question)
+        daemon.wait_for(r"turn timings", timeout=60)
+        status, _ = daemon.terminate()
+        assert status == 0, daemon.log()
+    finally:
+        daemon.kill()
+        (tmp_path / "daemon.log").write_text(daemon.log())
+    stored = ConversationStore(tmp_path / "store", "end-to-end key").read_tail(10)
+    assert [m.role for m in stored] == [ChatRole.USER, ChatRole.ASSISTANT]
+    assert "capital of france" in words(stored[0].content)
+    reply = stored[1]
+    assert reply.metadata["model"] == "SmolLM2-135M-Instruct.Q4_1" and "paris" in words(reply.content)
+    # What came out of the speaker is the stored reply.
+    heard = set(words(transcriber.transcribe(recording.samples()).text).split())
+    said = {w for w in words(reply.content).split() if len(w) > 3}
+    assert len(heard & said) >= min(2, len(said)), (heard, said)
