@@ -155,3 +155,16 @@ def test_config_check_and_show(tmp_path, env):
     path.write_text('{"Context": {"LastN": 2, "Unknown": 1}}')
     bad = elara(env, "--config", str(path), "config", "check")
     assert bad.returncode == 78 and "Context.Unknown: unknown key" in bad.stderr
+
+
+def test_ask_with_no_ollama_is_answered_by_the_built_in_model(tmp_path, env):
+    env["ELARA__LanguageModel__Host"] = "http://127.0.0.1:9"  # nothing listens: `auto` falls back
+    env["ELARA__LanguageModel__Options"] = '{"num_ctx": 2048, "temperature": 0, "num_predict": 48}'
+    env["ELARA__Memory__Facts"] = "explicit"  # no fact extraction: keeps the test short
+    done = elara(env, "ask", "What is the capital of France?", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "paris" in done.stdout.lower()
+    assert "small built-in model SmolLM2-135M-Instruct" in done.stderr and "ollama serve" in done.stderr
+    stored = store_of(tmp_path).read_tail(10)
+    assert [m.role for m in stored] == [ChatRole.USER, ChatRole.ASSISTANT]
+    assert stored[1].metadata["model"] == "SmolLM2-135M-Instruct.Q4_1"
