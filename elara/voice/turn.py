@@ -1,0 +1,233 @@
+"""End of turn: at a pause in speech, is the person done (answer soon) or thinking (wait)?
+
+Pure: no audio, no model. The caller measures the signals at a pause — the silence so far, the
+Smart Turn v3.2 probability that the turn is complete (`elara.voice.smart_turn`), the speculative
+transcript Whisper made of the audio so far — and `TurnJudge.judge` turns them into a verdict and
+the silence after which the turn ends unless speech resumes:
+
+- **finished** → end after `finished_ms` (≈250 ms) of silence;
+- **unfinished** → wait up to `max_pause_ms` (≈2 s): people pause to think mid-sentence;
+- **unknown** (signals present but undecided) → `uncertain_ms` (by default `end_silence_ms`);
+- **no signal at all** (the judgment is off or failed) → `Action.FALLBACK`: `EndSilenceMs` rules.
+
+The transcript's ending is a cheap language signal (`transcript_ending`): "…capital of",
+"…and", "… the," or Whisper's trailing "..." mean unfinished; "?" or "." after a clause mean
+finished. A transcript that is only the wake phrase ("Hey Jarvis,") is unfinished whatever the
+other signals say: the wake phrase never ends a turn by itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class Ending(enum.Enum):
+    """What the words so far say about the end of the turn."""
+
+    FINISHED = "finished"
+    UNFINISHED = "unfinished"
+    UNKNOWN = "unknown"
+
+
+class Verdict(enum.Enum):
+    """The judgment on one pause."""
+
+    FINISHED = "finished"
+    UNFINISHED = "unfinished"
+    UNKNOWN = "unknown"
+    NO_SIGNAL = "no_signal"
+
+
+class Action(enum.Enum):
+    """What the listener does now."""
+
+    COMMIT = "commit"  # the turn is over: answer
+    WAIT = "wait"  # keep listening; ask again as the silence grows
+    FALLBACK = "fallback"  # no judgment: the plain EndSilenceMs rule decides
+
+
+#: Words a sentence does not end on: articles, possessives, conjunctions, prepositions,
+#: auxiliaries and hesitation sounds. A question that really ends on one ("What is it made of?")
+#: only waits longer; a thought cut at one loses the rest of the question.
+UNFINISHED_WORDS = frozenset(
+    {
+        # articles, determiners, possessives
+        "a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "this", "these",
+        "those", "some", "any", "every", "each", "no",
+        # conjunctions
+        "and", "or", "but", "so", "because", "if", "than", "as", "then", "nor", "whether",
+        # prepositions
+        "of", "for", "to", "with", "about", "from", "in", "on", "at", "by", "into", "onto",
+        "between", "like", "over", "under", "after", "before", "during", "through", "without",
+        "across", "near", "per",
+        # auxiliaries and copulas
+        "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "can", "could",
+        "will", "would", "should", "shall", "may", "might", "must", "have", "has", "had",
+        # question words alone at the end ("Tell me what", "and how")
+        "what", "which", "who", "whose", "how", "when", "where", "why",
+        # hesitation
+        "um", "uh", "er", "erm", "hmm", "hm", "mm", "uhm", "ah",
+    }
+)
+
+_TRAILING_UNFINISHED = ("...", "…", ",", ";", ":", "-", "–", "—")
+_WORD = re.compile(r"[a-z0-9']+")
+_WAKE_SIMILARITY = 0.75  # Whisper spells "Hey Jarvis" as "Hey Jervis", "Hey, Travis", "A Jarvis"
+
+
+def _words(text: str) -> list[str]:
+    text = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
+    return _WORD.findall(text)
+
+
+def is_wake_phrase_only(text: str, wake_phrases: Iterable[str]) -> bool:
+    """True when `text` is a wake phrase and nothing else ("Hey Jarvis.", "Hey, Jervis,", "Jarvis")."""
+    words = _words(text)
+    if not words:
+        return False
+    said = " ".join(words)
+    for phrase in wake_phrases:
+        target = " ".join(_words(phrase))
+        if not target:
+            continue
+        # The phrase's tail alone too ("Jarvis"): the detector can fire before the whole phrase
+        # reached the recording. A lone "hey" is not the phrase: it ends the tail only as a whole.
+        # No more words than the phrase: "Hey Jarvis, what" has begun the question.
+        target_words = target.split()
+        for first in range(len(target_words)):
+            tail = target_words[first:]
+            if (len(words) <= len(tail)
+                    and difflib.SequenceMatcher(None, said, " ".join(tail)).ratio() >= _WAKE_SIMILARITY):
+                return True
+    return False
+
+
+def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> Ending:
+    """What the end of a speculative transcript says: finished, unfinished or unknown.
+
+    Unfinished: only the wake phrase; a trailing "...", "…", ",", ";", ":" or dash; a last word in
+    `UNFINISHED_WORDS` (whatever punctuation Whisper put after it). Finished: "?" or "!", or "."
+    after at least two words. Anything else (no final punctuation, a one-word "Paris.") is unknown.
+    """
+    if text is None:
+        return Ending.UNKNOWN
+    stripped = text.strip().strip("\"'”“")
+    words = _words(stripped)
+    if not words:
+        return Ending.UNKNOWN
+    if is_wake_phrase_only(stripped, wake_phrases):
+        return Ending.UNFINISHED
+    if stripped.endswith(_TRAILING_UNFINISHED):
+        return Ending.UNFINISHED
+    if words[-1] in UNFINISHED_WORDS:
+        return Ending.UNFINISHED
+    if stripped.endswith(("?", "!")):
+        return Ending.FINISHED
+    if stripped.endswith(".") and len(words) >= 2:
+        return Ending.FINISHED
+    return Ending.UNKNOWN
+
+
+@dataclass(frozen=True)
+class PauseSignals:
+    """What is known at a pause: the silence so far and each signal (None when not measured)."""
+
+    silence_ms: float
+    smart_turn: float | None = None  # Smart Turn v3.2: probability that the turn is complete
+    transcript: str | None = None  # the speculative transcript of the audio so far
+
+
+@dataclass(frozen=True)
+class TurnThresholds:
+    """How signals become a verdict, and how long each verdict lets the silence run."""
+
+    finished_ms: int = 250
+    max_pause_ms: int = 2000
+    end_silence_ms: int = 600
+    uncertain_ms: int | None = None  # None: end_silence_ms
+    finished_probability: float = 0.9  # Smart Turn at or above: finished, unless the words say not
+    confirmed_probability: float = 0.5  # at or above, with a finished transcript: finished
+    unfinished_probability: float = 0.1  # below: unfinished
+    wake_phrases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.finished_ms <= self.max_pause_ms:
+            raise ValueError(f"finished_ms {self.finished_ms} must lie in 0..max_pause_ms {self.max_pause_ms}")
+        if not self.unfinished_probability <= self.confirmed_probability <= self.finished_probability:
+            raise ValueError("thresholds must satisfy unfinished_probability <= confirmed_probability "
+                             "<= finished_probability")
+
+    def wait_ms(self, verdict: Verdict) -> int:
+        """The silence after which the turn ends, for a verdict."""
+        if verdict is Verdict.FINISHED:
+            return self.finished_ms
+        if verdict is Verdict.UNFINISHED:
+            return self.max_pause_ms
+        if verdict is Verdict.UNKNOWN and self.uncertain_ms is not None:
+            return self.uncertain_ms
+        return self.end_silence_ms
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """The verdict on a pause, what to do now, and when the turn ends if the silence goes on."""
+
+    verdict: Verdict
+    action: Action
+    end_after_ms: int
+    ending: Ending  # the transcript's ending (UNKNOWN without a transcript)
+    reason: str
+
+
+def verdict_of(signals: PauseSignals, thresholds: TurnThresholds) -> tuple[Verdict, Ending, str]:
+    """The verdict from the signals alone (silence aside), the transcript's ending, and why."""
+    ending = transcript_ending(signals.transcript, thresholds.wake_phrases)
+    p = signals.smart_turn
+    if p is None and signals.transcript is None:
+        return Verdict.NO_SIGNAL, ending, "no signal"
+    if signals.transcript is not None and is_wake_phrase_only(signals.transcript, thresholds.wake_phrases):
+        return Verdict.UNFINISHED, ending, "only the wake phrase so far"
+    if ending is Ending.UNFINISHED:
+        return Verdict.UNFINISHED, ending, "the words so far are unfinished"
+    if p is None:
+        if ending is Ending.FINISHED:
+            return Verdict.FINISHED, ending, "the words so far end a sentence"
+        return Verdict.UNKNOWN, ending, "the words so far say nothing"
+    if p >= thresholds.finished_probability:
+        return Verdict.FINISHED, ending, f"smart turn {p:.2f} >= {thresholds.finished_probability:g}"
+    if ending is Ending.FINISHED and p >= thresholds.confirmed_probability:
+        return Verdict.FINISHED, ending, (
+            f"a finished sentence and smart turn {p:.2f} >= {thresholds.confirmed_probability:g}")
+    if p < thresholds.unfinished_probability:
+        return Verdict.UNFINISHED, ending, f"smart turn {p:.2f} < {thresholds.unfinished_probability:g}"
+    return Verdict.UNKNOWN, ending, f"smart turn {p:.2f} undecided"
+
+
+def judge(signals: PauseSignals, thresholds: TurnThresholds | None = None) -> Judgment:
+    """Commit, wait, or fall back to EndSilenceMs, from the signals at a pause."""
+    thresholds = thresholds or TurnThresholds()
+    verdict, ending, reason = verdict_of(signals, thresholds)
+    end_after = thresholds.wait_ms(verdict)
+    if verdict is Verdict.NO_SIGNAL:
+        action = Action.FALLBACK
+    elif signals.silence_ms >= end_after:
+        action = Action.COMMIT
+    else:
+        action = Action.WAIT
+    return Judgment(verdict, action, end_after, ending, reason)
+
+
+class TurnJudge:
+    """`judge` with settled thresholds (swap `thresholds` on a settings reload)."""
+
+    def __init__(self, thresholds: TurnThresholds | None = None) -> None:
+        self.thresholds = thresholds or TurnThresholds()
+
+    def judge(self, signals: PauseSignals) -> Judgment:
+        """The judgment on one pause under the current thresholds."""
+        return judge(signals, self.thresholds)
