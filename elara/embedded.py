@@ -159,7 +159,7 @@ def check_gguf(path: Path) -> int:
             with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 try:
                     needed = _gguf_extent(buf)
-                except (struct.error, _Short):
+                except struct.error:  # the header runs past the end of the file
                     raise _truncated(path, size, None) from None
     except OSError as exc:
         raise ModelNotFoundError(
@@ -168,10 +168,6 @@ def check_gguf(path: Path) -> int:
     if size < needed:
         raise _truncated(path, size, needed)
     return size
-
-
-class _Short(Exception):
-    """The header runs past the end of the file."""
 
 
 def _truncated(path: Path, size: int, needed: int | None) -> ModelLoadError:
@@ -203,7 +199,7 @@ def _gguf_extent(buf: Any) -> int:
         (length,) = struct.unpack_from("<Q", buf, at)
         end = at + 8 + length
         if end > end_of_file:
-            raise _Short
+            raise struct.error("the header runs past the end of the file")
         return end
 
     def skip(kind: int, at: int) -> int:
@@ -219,9 +215,9 @@ def _gguf_extent(buf: Any) -> int:
             for _ in range(count):
                 at = skip(item, at)
                 if at > end_of_file:
-                    raise _Short
+                    raise struct.error("the header runs past the end of the file")
             return at
-        raise _Short  # an unknown type: the bytes are not a GGUF header
+        raise struct.error("an unknown value type: the bytes are not a GGUF header")
 
     alignment = 32
     for _ in range(n_kv):
@@ -232,7 +228,7 @@ def _gguf_extent(buf: Any) -> int:
             (alignment,) = struct.unpack_from("<I", buf, key_end + 4)
         pos = skip(kind, key_end + 4)
         if pos > end_of_file:
-            raise _Short
+            raise struct.error("the header runs past the end of the file")
     data_end = 0
     for _ in range(n_tensors):
         pos = string_end(pos)
