@@ -38,7 +38,15 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 from voice_clips import cache_dir, frames, piper_speech, read_wav, resample, silence, write_wav  # noqa: E402
 
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
-from elara.voice.turn import Ending, PauseSignals, TurnThresholds, Verdict, transcript_ending, verdict_of  # noqa: E402
+from elara.voice.turn import (  # noqa: E402
+    UNFINISHED_WORDS,
+    Ending,
+    PauseSignals,
+    TurnThresholds,
+    Verdict,
+    transcript_ending,
+    verdict_of,
+)
 
 WAKE = ("hey jarvis",)
 FRAME_MS = round(FRAME_SECONDS * 1000)
@@ -412,11 +420,20 @@ def candidates(moments: list[Moment]) -> dict[str, list[Strategy]]:
     return fams
 
 
-def best(family: list[Strategy], moments: list[Moment]) -> Outcome:
-    """The zero-cut-off setting with the lowest median end latency (then p90); the least-cut if none."""
+def best(family: list[Strategy], moments: list[Moment], max_cuts: int = 0) -> Outcome:
+    """The setting with at most `max_cuts` cut-offs and the lowest median end latency (then p90);
+    the least-cut setting if none is within the budget."""
     outcomes = [evaluate(s, moments, u) for s in family for u in (UNCERTAIN if s.fixed_ms is None else (0,))]
-    return min(outcomes, key=lambda o: (o.cut_hesitant + o.cut_pause, float(np.median(o.latencies)),
-                                        float(np.percentile(o.latencies, 90))))
+    return min(outcomes, key=lambda o: (max(o.cut_hesitant + o.cut_pause - max_cuts, 0),
+                                        float(np.median(o.latencies)), float(np.percentile(o.latencies, 90))))
+
+
+def pause_group(clip: str) -> str:
+    """Where a question's pause falls: after a function word, after a whole clause, after the wake phrase."""
+    first = QUESTIONS[int(clip[1:3])][0]
+    if first.lower().startswith("hey jarvis"):
+        return "after the wake phrase"
+    return "after a function word" if first.split()[-1].lower() in UNFINISHED_WORDS else "after a whole clause"
 
 
 def describe(o: Outcome) -> str:
@@ -474,6 +491,36 @@ def report(moments: list[Moment], clips_info: dict) -> str:
                      f"{o.fast}/{len(ends)}", "yes" if cuts == 0 else "**no**"])
     out.append(table(["signal", "best thresholds (zero cut-offs)", "hesitant cut", "other pauses cut",
                       "median ms", "p90 ms", "ends judged finished", "zero cut-offs"], rows) + "\n")
+
+    out.append("## Latency for a budget of cut-offs (median / p90 ms, and cut-offs spent)\n")
+    budgets = (0, 3, 8, 15)
+    fams = candidates(moments)
+    rows = []
+    for name, family in fams.items():
+        if name.startswith("fixed silence 600"):
+            continue
+        cells = []
+        for k in budgets:
+            o = best(family, moments, k)
+            cells.append(f"{np.median(o.latencies):.0f} / {np.percentile(o.latencies, 90):.0f} "
+                         f"({o.cut_hesitant + o.cut_pause} cut)")
+        rows.append([name, *cells])
+    out.append(table(["signal", *(f"≤ {k} cut-offs" for k in budgets)], rows) + "\n")
+
+    out.append("## Zero cut-offs, by where the pause falls (each group's own best thresholds)\n")
+    rows = []
+    for group in ("after a function word", "after the wake phrase", "after a whole clause"):
+        # The group's hesitant clips, and every question end (the latency side stays the same).
+        subset = [m for m in moments if m.kind == "end" or pause_group(m.clip) == group and m.hesitant_clip]
+        n = len({m.clip for m in subset if m.kind == "hesitation"})
+        for name, family in fams.items():
+            if name.startswith("fixed silence 600"):
+                continue
+            o = best(family, subset)
+            rows.append([group, str(n), name, describe(o), f"{o.cut_hesitant + o.cut_pause}",
+                         f"{np.median(o.latencies):.0f}", f"{np.percentile(o.latencies, 90):.0f}"])
+    out.append(table(["pause", "hesitant clips", "signal", "best thresholds", "cut", "median ms", "p90 ms"], rows)
+               + "\n")
 
     st = np.array([m.smart_turn_ms for m in moments])
     st_cpu = np.array([m.smart_turn_cpu_ms for m in moments])
@@ -548,17 +595,23 @@ def check_features(clips: list[Clip]) -> str:
     spec.loader.exec_module(module)
     turn, ours = SmartTurn(path), TurnFeatures()
     session = turn._session
-    rows, diffs = [], []
-    for clip in clips[:: max(1, len(clips) // 8)][:8]:
-        audio = clip.samples[: int((clip.speech_end + 0.3) * SAMPLE_RATE)]
+    rows, diffs, flips = [], [], 0
+    for clip in clips:
+        # The utterance and 240 ms of silence after it: what the model sees at the judgment.
+        audio = clip.samples[: int((clip.speech_end + JUDGE_AT_MS / 1000) * SAMPLE_RATE)]
         ref = module.compute_whisper_log_mel_features(model_window(audio), do_normalize=True)
         got = ours(audio)
         p_ref = float(session.run(None, {"input_features": ref[None]})[0].reshape(-1)[0])
         p_got = float(session.run(None, {"input_features": got[None]})[0].reshape(-1)[0])
         diffs.append(float(np.max(np.abs(got - ref))))
-        rows.append([clip.name, f"{diffs[-1]:.2e}", f"{p_ref:.4f}", f"{p_got:.4f}"])
-    return "## Features: faster-whisper vs pipecat's numpy\n\n" + table(
-        ["clip", "max |Δ feature|", "p (pipecat features)", "p (faster-whisper features)"], rows) + "\n"
+        if abs(p_ref - p_got) > 0.01:
+            flips += 1
+            rows.append([clip.name, f"{diffs[-1]:.2e}", f"{p_ref:.4f}", f"{p_got:.4f}"])
+    return ("## Features: faster-whisper vs pipecat's numpy\n\n"
+            f"{len(clips)} clips (the utterance + {JUDGE_AT_MS} ms of silence): largest feature difference "
+            f"{max(diffs):.1e} (features span about -1..1.5); the model's output differs by more than 0.01 "
+            f"on {flips} clips:\n\n" + table(
+                ["clip", "max |Δ feature|", "p (pipecat features)", "p (faster-whisper features)"], rows) + "\n")
 
 
 def main() -> None:
