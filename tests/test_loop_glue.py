@@ -29,7 +29,8 @@ from elara.voice.wake import WakeDetection
 
 FRAME = FRAME_SAMPLES / SAMPLE_RATE
 SILENCE, WAKE, SPEECH = 0, 1, 100  # a speech frame holds SPEECH + the phrase's number
-PHRASES = ["what is the capital of france", "and of spain", "how far is the moon"]
+PHRASES = ["what is the capital of france", "and of spain", "how far is the moon", "Hey, Jervis."]
+WAKE_PHRASE_ONLY = 3  # how Whisper may write the wake phrase said alone
 
 
 # -- fakes for the engines ---------------------------------------------------------------------
@@ -302,6 +303,29 @@ def test_wake_word_mode_goes_back_to_idle_and_needs_the_wake_word_again():
 
     asyncio.run(scenario())
     assert rig.model.questions == [PHRASES[0]]
+
+
+@pytest.mark.parametrize("mode", ["continued", "wake_word"])
+def test_the_wake_phrase_alone_never_ends_a_turn(mode):
+    """ "Hey Jarvis", a pause, then the question (after the wake word, or to open a follow-up):
+    the question is what reaches the model."""
+    rig = make_rig(mode=mode)
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(WAKE_PHRASE_ONLY, 0.6) + quiet(0.8))
+        assert rig.loop.state == d.LISTENING  # still waiting for the question
+        await run_loop(rig, quiet(0.4) + say(0) + quiet(0.8))
+        if mode == "continued":  # in the follow-up window, without the detector firing
+            assert rig.loop.state == d.FOLLOW_UP
+            await run_loop(rig, quiet(0.2) + say(WAKE_PHRASE_ONLY, 0.6) + quiet(0.8))
+            await run_loop(rig, quiet(0.4) + say(2) + quiet(0.8))
+        else:
+            await run_loop(rig, quiet(0.5) + [WAKE] + say(2) + quiet(0.8))
+
+    asyncio.run(scenario())
+    assert rig.model.questions == [PHRASES[0], PHRASES[2]]
+    assert [m.content for m in rig.store.messages if m.role is ChatRole.USER] == [PHRASES[0], PHRASES[2]]
+    assert rig.loop.counters.rejected_utterances == 0
 
 
 def test_nothing_said_after_the_wake_word_sends_nothing():

@@ -30,6 +30,7 @@ from elara.orchestrator import TurnResult
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript
+from elara.voice.turn import is_wake_phrase_only
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection
 
@@ -366,11 +367,17 @@ class VoiceLoop:
             return
         finally:
             self._buffer = []
-        self._turn.transcript = self._clock()
+        self._turn.transcript = now = self._clock()
         reason = self.parts.phantom_reason(transcript)
         text = strip_wake_phrase(transcript.text, self.parts.wake_phrases)
-        if reason is None and not text:
-            reason = "only the wake word"
+        if reason is None and (not text or is_wake_phrase_only(text, self.parts.wake_phrases)):
+            # "Hey Jarvis" and a pause (a follow-up often starts with it too): the question is
+            # still to come, so the wake phrase alone never ends the turn — listen for it.
+            log.info("heard only the wake word: listening for the question")
+            self._handle(d.TranscriptRejected(reason="only the wake word", at=now, turn=turn))
+            self._turn = _Turn(wake=now)
+            self._handle(d.WakeDetected(at=now))
+            return
         if reason is not None:
             self.counters.rejected_utterances += 1
             log.info("dropped an utterance: %s", reason)
