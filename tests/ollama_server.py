@@ -119,6 +119,13 @@ def embed_text(text: str) -> list[float]:
     return [v / norm for v in vector]
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then given back): an Ollama that is down."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _now() -> str:
     """A timestamp shaped like Ollama's `created_at` (RFC 3339, UTC, fractional seconds)."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -7,11 +7,11 @@ wake word must send nothing, and SIGTERM must exit 0 with nothing lost.
 """
 
 import re
-import socket
 
 import pytest
 import voice_clips
 from daemon_process import DaemonProcess, daemon_env
+from ollama_server import closed_port
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
@@ -106,10 +106,7 @@ def test_a_spoken_conversation(daemon, sound_card, ollama_server, tmp_path, tran
 
 def test_a_spoken_turn_answered_by_the_built_in_model(sound_card, tmp_path, transcriber):
     """No Ollama at all: `auto` falls back to the real embedded model, which answers aloud."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        nobody = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: nothing listens there
-    env = daemon_env(sound_card.env, nobody, tmp_path, Listening__Mode="wake_word",
+    env = daemon_env(sound_card.env, f"http://127.0.0.1:{closed_port()}", tmp_path, Listening__Mode="wake_word",
                      LanguageModel__Options='{"num_ctx": 2048, "temperature": 0, "num_predict": 48}')
     daemon = DaemonProcess(env)
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from ollama_server import closed_port
 
 from elara import doctor
 from elara.cli import doctor as doctor_cli
@@ -89,12 +89,6 @@ def snapshot(root: Path) -> dict:
     """Every entry under root with its mode, size and mtime: doctor must change none of it."""
     return {p: (p.stat().st_mode, p.stat().st_size, p.stat().st_mtime_ns)
             for p in [root, *root.rglob("*")]}
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def doctor_registered() -> bool:

@@ -2,10 +2,9 @@
 
 import asyncio
 import logging
-import socket
 
 import pytest
-from ollama_server import default_responder
+from ollama_server import closed_port, default_responder
 
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError
@@ -69,14 +68,6 @@ async def failure(llm: OllamaLanguageModel, operation: str) -> LanguageModelErro
         exc, _ = await stream_failure(llm, CHAT if operation == "chat" else GENERATE)
         return exc
     return await call_failure(llm, operation)
-
-
-def closed_port_url() -> str:
-    """A URL on which nothing listens: bind a port, then give it back."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 # --- success -----------------------------------------------------------------------------------
@@ -226,7 +217,7 @@ OPERATIONS = ["chat", "generate", "check", "warm_up"]
 
 @pytest.mark.parametrize("operation", OPERATIONS)
 def test_unreachable(operation):
-    url = closed_port_url()
+    url = f"http://127.0.0.1:{closed_port()}"
     exc = run(failure(language_model(url), operation))
     assert exc.code == "unreachable"
     assert url in exc.message

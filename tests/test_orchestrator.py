@@ -3,10 +3,9 @@
 import asyncio
 import logging
 import shutil
-import socket
 
 import pytest
-from ollama_server import FakeOllamaServer
+from ollama_server import FakeOllamaServer, closed_port
 
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import ChatRole, PromptReady
@@ -53,12 +52,6 @@ def turn(orchestrator, text):
 
 def chat_bodies(server):
     return [body for path, body in server.requests if path == "/api/chat"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_turn_streams_sentences_and_stores_both_sides(tmp_path, ollama_server):
@@ -125,7 +118,7 @@ def test_generate_renderer_uses_the_generate_endpoint(tmp_path, ollama_server):
 
 
 def test_model_unreachable_then_back(tmp_path):
-    port = free_port()
+    port = closed_port()
     url = f"http://127.0.0.1:{port}"
     store = ConversationStore(tmp_path, "k")
     sink = ListSink()

@@ -4,9 +4,9 @@ stopped mid-test, with every turn stored."""
 
 import asyncio
 import logging
-import socket
 
 import pytest
+from ollama_server import closed_port
 
 from elara import wiring
 from elara.config import load_settings
@@ -16,12 +16,6 @@ from elara.errors import ConfigError, LanguageModelError
 from elara.providers import EMBEDDED, OLLAMA, AutoLanguageModel, describe
 
 KEY = "providers key"
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def settings_for(host: str, tmp_path, **overrides: str):
