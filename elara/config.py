@@ -91,7 +91,23 @@ def bind(data: Mapping[str, Any]) -> schema.Settings:
     settings that refer to each other."""
     settings = _bind_dataclass(schema.Settings, data, "")
     personalities.resolve(settings.language_model.personality, settings.personalities)
+    _check_pauses(settings.listening)
     return settings
+
+
+def _check_pauses(listening: schema.ListeningSettings) -> None:
+    if listening.turn_judgment == "off":
+        return
+    if listening.max_pause_ms < listening.end_silence_ms:
+        raise ConfigError(
+            f"Listening.MaxPauseMs ({listening.max_pause_ms}) is shorter than Listening.EndSilenceMs "
+            f"({listening.end_silence_ms}): the longest pause must be at least the plain one; raise "
+            "MaxPauseMs or lower EndSilenceMs")
+    if listening.finished_ms > listening.end_silence_ms:
+        raise ConfigError(
+            f"Listening.FinishedMs ({listening.finished_ms}) is longer than Listening.EndSilenceMs "
+            f"({listening.end_silence_ms}): a finished sentence should end the turn sooner than an "
+            "unjudged pause; lower FinishedMs")
 
 
 def to_json(settings: Any, *, redact: bool = True) -> dict[str, Any]:

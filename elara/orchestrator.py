@@ -55,6 +55,9 @@ class TurnObserver(Protocol):
     def turn_finished(self, user: ChatMessage, reply: ChatMessage | None) -> None:
         """A turn ended; `reply` is None when the model failed. Must not block."""
 
+    def turn_abandoned(self) -> None:
+        """A turn started but was cut off (barge-in, or a speculative reply dropped): no work for it."""
+
 
 @dataclass(frozen=True)
 class TurnTimings:
@@ -108,20 +111,44 @@ class Orchestrator:
         self.observers = list(observers or [])
         self._lock = asyncio.Lock()
 
-    async def on_prompt_ready(self, event: PromptReady) -> TurnResult:
-        """Run one turn for the user's text; never raises for store, context or model failures."""
-        async with self._lock:
-            return await self._turn(event)
+    async def on_prompt_ready(self, event: PromptReady, *,
+                              commit: asyncio.Event | None = None) -> TurnResult:
+        """Run one turn for the user's text; never raises for store, context or model failures.
 
-    async def _turn(self, event: PromptReady) -> TurnResult:
+        With `commit`, the turn is speculative: the reply is worked out (and said to the sink,
+        which the caller holds) at once, but the user's words are stored only once `commit` is
+        set — and the reply after them. Cancelled before that, the turn leaves nothing stored."""
+        async with self._lock:
+            try:
+                return await self._turn(event, commit)
+            except asyncio.CancelledError:
+                for observer in self.observers:
+                    observer.turn_abandoned()
+                raise
+
+    async def _turn(self, event: PromptReady, commit: asyncio.Event | None) -> TurnResult:
         started = self._monotonic()
         for observer in self.observers:
             observer.turn_started()
         log.debug("user said: %s", event.text)
         text = self.redact(event.text)
         user = ChatMessage(ChatRole.USER, text, self._clock(), {"source": event.source})
-        user_stored = await self._append(user)
+        if commit is None:
+            stored_user = asyncio.create_task(self._append(user), name="store-user")
+            await asyncio.wait([stored_user])  # stored before the prompt is built, as always
+        else:
+            # Stored the moment the turn is confirmed, not when the reply is done: a crash
+            # mid-reply must not lose the words.
+            stored_user = asyncio.create_task(self._append_when(commit, user), name="store-user")
+        try:
+            return await self._answer(text, user, started, stored_user)
+        finally:
+            # Uncommitted words are dropped; committed ones are stored even if the reply is cut.
+            if commit is not None and not commit.is_set():
+                stored_user.cancel()
 
+    async def _answer(self, text: str, user: ChatMessage, started: float,
+                      stored_user: asyncio.Task[bool]) -> TurnResult:
         try:
             prompt = await self.builder.build(text, self.context_size)
         except ContextError as exc:
@@ -175,6 +202,7 @@ class Orchestrator:
             await self.sink.say(exc.apology)
 
         reply = "".join(fragments).strip()
+        user_stored = await stored_user  # the user's words go first, whatever became of the reply
         assistant_stored = False
         answer = None
         if error is None:
@@ -194,6 +222,10 @@ class Orchestrator:
         return TurnResult(reply=reply if error is None else "", sentences=spoken, error=error,
                           user_stored=user_stored, assistant_stored=assistant_stored,
                           timings=timings)
+
+    async def _append_when(self, commit: asyncio.Event, message: ChatMessage) -> bool:
+        await commit.wait()
+        return await self._append(message)
 
     async def _append(self, message: ChatMessage) -> bool:
         try:

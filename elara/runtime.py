@@ -31,6 +31,7 @@ from elara.voice.loop import VoiceParts
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
+from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.vad import VoiceActivity, create_vad
 from elara.voice.wake import WakeWordDetector
 
@@ -125,7 +126,10 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
         phantom_reason=lambda transcript: phantom_reason(transcript, no_speech_threshold=threshold),
         orchestrator=orchestrator, speech=speech, microphone=microphone,
         vad_threshold=settings.listening.vad_threshold, pre_roll_ms=settings.listening.pre_roll_ms,
-        speaker_tail_ms=settings.audio.speaker_tail_ms, wake_phrases=wake_phrases(wake))
+        speaker_tail_ms=settings.audio.speaker_tail_ms, wake_phrases=wake_phrases(wake),
+        judge=(TurnJudge(TurnThresholds.from_settings(settings.listening, wake_phrases(wake)))
+               if settings.listening.turn_judgment != "off" else None),
+        speculative_reply=settings.listening.speculative_reply)
     if previous is not None:
         for key in RESTART_ONLY:
             if getattr(settings.context, key) != getattr(previous.settings.context, key):

@@ -174,6 +174,10 @@ class ListeningSettings:
     max_utterance_seconds: float = setting("MaxUtteranceSeconds", min=1, max=120)
     no_speech_timeout_seconds: float = setting("NoSpeechTimeoutSeconds", min=0.5, max=120)
     follow_up_seconds: float = setting("FollowUpSeconds", min=0, max=120)
+    turn_judgment: str = setting("TurnJudgment", choices=("transcript", "off"))
+    finished_ms: int = setting("FinishedMs", min=0, max=10_000)
+    max_pause_ms: int = setting("MaxPauseMs", min=80, max=10_000)
+    speculative_reply: bool = setting("SpeculativeReply")
 
 
 @dataclass(frozen=True)

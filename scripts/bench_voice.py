@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Benchmark the running daemon on the virtual sound card, with an instant model:
-start-up to listening, RSS with every model loaded, CPU while listening to silence, and
-end of speech → first reply audio over several spoken turns (median, p90, per stage)."""
+"""Benchmark the running daemon on the virtual sound card, with an instant model, before and
+after the end-of-turn judgment: start-up to listening, RSS, CPU while listening to silence,
+end of speech → first reply audio over finished questions in five voices (median, p90, per
+stage and per voice), and how many questions with a thinking pause inside were cut at it.
+
+    .venv/bin/python scripts/bench_voice.py [--turns 25] [--hesitant 24] [--only now] [--embedded]
+"""
 
 from __future__ import annotations
 
@@ -21,13 +25,6 @@ from daemon_process import DaemonProcess, daemon_env  # noqa: E402
 from ollama_server import FakeOllamaServer  # noqa: E402
 from pulse import VirtualSoundCard  # noqa: E402
 
-QUESTIONS = [
-    "What is the capital of France?", "How far away is the moon?", "What time is it in Tokyo?",
-    "Tell me a fun fact about octopuses.", "How do I boil an egg?", "What is the weather like today?",
-    "Who wrote Pride and Prejudice?", "How many legs does a spider have?",
-    "What is the tallest mountain in the world?", "Set a timer for ten minutes.",
-    "Why is the sky blue?", "What is two plus two?",
-]
 REPLY = "Here is a short answer for you. I hope that it helps."
 STAGES = ("speech_end_to_transcript", "transcript_to_first_token", "first_token_to_first_audio",
           "speech_end_to_first_audio")
@@ -58,66 +55,158 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
+#: the voices questions are asked in (the wake phrase is always Piper's joe, whom the detector knows)
+VOICES = (("piper", 1.0), ("piper", 1.2), ("espeak", "en-us", 150), ("espeak", "en-us+f3", 165),
+          ("espeak", "en-gb", 160))
+#: the end-of-turn settings compared: as before this issue, and the shipped defaults
+CONFIGS = {"before (EndSilenceMs 600 alone)": {"Listening__TurnJudgment": "off",
+                                              "Listening__SpeculativeReply": "false"},
+           "now (judged pauses, reply started ahead)": {}}
+_WORDS = re.compile(r"[a-z0-9']+")
+
+
+def question_audio(source: tuple, first: str, rest: str, pause_ms: int | None):
+    """A question in one breath (with a thinking pause of pause_ms after `first`), after the wake phrase."""
+    from bench_turn import speak  # noqa: PLC0415 - the turn bench's one-breath clips
+
+    return voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
+                              voice_clips.silence(0.6), speak(source, first, rest, pause_ms),
+                              voice_clips.silence(2.6))
+
+
+def asked(server: FakeOllamaServer, before: int) -> str:
+    """The user's words of the last chat request after the first `before` ones ('' if none)."""
+    chats = [body for path, body in server.requests if path == "/api/chat"][before:]
+    return chats[-1]["messages"][-1]["content"] if chats else ""
+
+
+def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
+               card: VirtualSoundCard, tmp: Path, turns: list[tuple[str, Path]],
+               hesitant: list[tuple[str, str, str, Path]], settings: dict[str, str]) -> dict:
+    """Start the daemon with `overrides`; speak every clip into it; collect the figures."""
+    print(f"== {name}", file=sys.stderr)
+    with FakeOllamaServer(responder=lambda endpoint, body: REPLY) as server:
+        env = daemon_env(card.env, server.url, tmp / name.split()[0], **{**settings, **overrides})
+        started = time.monotonic()
+        daemon = DaemonProcess(env)
+        out: dict = {"timings": [], "by_voice": {}, "cuts": [], "answered": 0}
+        try:
+            daemon.wait_for("waiting for the wake word", timeout=120)
+            out["startup"] = time.monotonic() - started
+            pid = daemon.process.pid
+            out["rss"] = rss_mib(pid)
+            cpu0, wall0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(args.idle_seconds)
+            out["idle_cpu"] = (cpu_seconds(pid) - cpu0) / (time.monotonic() - wall0) * 100
+            done = 0
+            for voice, clip in turns:
+                card.play_into_mic(clip)
+                try:
+                    line = daemon.wait_for("turn timings", count=done + 1, timeout=60)
+                except AssertionError:
+                    print(f"  {voice}: no turn (not woken?)", file=sys.stderr)
+                    continue
+                done += 1
+                daemon.wait_for("waiting for the wake word", count=done + 1, timeout=30)
+                t = parse_timings(line)
+                out["timings"].append(t)
+                out["by_voice"].setdefault(voice, []).append(t["speech_end_to_first_audio"])
+                print(f"  {voice}: {t['speech_end_to_first_audio']:.3f} s", file=sys.stderr)
+            for voice, first, rest, clip in hesitant:
+                before = len([1 for path, _ in server.requests if path == "/api/chat"])
+                card.play_into_mic(clip)
+                try:
+                    daemon.wait_for("turn timings", count=done + 1, timeout=60)
+                except AssertionError:
+                    print(f"  {voice} hesitant: no turn (not woken?)", file=sys.stderr)
+                    continue
+                done += 1
+                daemon.wait_for("waiting for the wake word", count=done + 1, timeout=30)
+                text = asked(server, before)
+                # Cut: what reached the model has no more words than the part before the pause.
+                cut = len(_WORDS.findall(text.lower())) <= len(_WORDS.findall(first.lower()))
+                out["answered"] += 1
+                if cut:
+                    out["cuts"].append(f"{voice}: {first} … {rest}")
+                print(f"  {voice} {'CUT' if cut else 'whole'}: {first!r} … {rest!r}", file=sys.stderr)
+            out["dropped_ahead"] = sum(1 for line in daemon.lines if "dropped the reply started ahead" in line)
+            out["rss_after"] = rss_mib(pid)
+            out["status"], out["stop_seconds"] = daemon.terminate()
+        finally:
+            daemon.kill()
+    return out
+
+
+def source_name(source: tuple) -> str:
+    """Short name of a voice."""
+    return f"Piper joe x{source[1]:g}" if source[0] == "piper" else f"espeak {source[1]}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--turns", type=int, default=12)
-    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--turns", type=int, default=25, help="finished questions, over the voices")
+    parser.add_argument("--hesitant", type=int, default=24, help="questions with a pause inside")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--only", choices=("before", "now"), help="run one configuration")
     parser.add_argument("--embedded", metavar="GGUF", nargs="?", const="",
                         help="answer with the embedded model (the built-in one, or this GGUF) "
                              "instead of the instant Ollama-protocol server")
     args = parser.parse_args()
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_turn import PAUSES_MS, QUESTIONS  # noqa: PLC0415
+
     settings = {"Listening__Mode": "wake_word"}
     if args.embedded is not None:
         settings.update(LanguageModel__Provider="embedded", LanguageModel__EmbeddedThreads="2",
                         LanguageModel__Options='{"num_ctx": 2048, "num_predict": 48}')
         if args.embedded:
             settings["LanguageModel__EmbeddedModel"] = args.embedded
+    configs = {k: v for k, v in CONFIGS.items() if args.only is None or k.startswith(args.only)}
 
-    with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card, \
-            FakeOllamaServer(responder=lambda endpoint, body: REPLY) as server:
+    with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card:
         tmp = Path(tmp_name)
-        env = daemon_env(card.env, server.url, tmp, **settings)
-        clips = []
-        for i, question in enumerate(QUESTIONS[:args.turns] * (1 + args.turns // len(QUESTIONS))):
-            clips.append(voice_clips.write_wav(tmp / f"turn{i}.wav", voice_clips.concat(
-                voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
-                voice_clips.silence(0.6), voice_clips.piper_speech(question),
-                voice_clips.silence(1.5))))
-        clips = clips[:args.turns]
-
-        started = time.monotonic()
-        daemon = DaemonProcess(env)
-        try:
-            daemon.wait_for("waiting for the wake word", timeout=120)
-            startup = time.monotonic() - started
-            pid = daemon.process.pid
-            rss = rss_mib(pid)
-            cpu0, wall0 = cpu_seconds(pid), time.monotonic()
-            time.sleep(args.idle_seconds)
-            idle_cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - wall0) * 100
-
-            timings = []
-            for i, clip in enumerate(clips):
-                card.play_into_mic(clip)
-                timings.append(parse_timings(daemon.wait_for("turn timings", count=i + 1, timeout=60)))
-                daemon.wait_for("waiting for the wake word", count=i + 2, timeout=30)
-                print(f"turn {i + 1}: {timings[-1]['speech_end_to_first_audio']:.3f} s", file=sys.stderr)
-            rss_after = rss_mib(pid)
-            status, stop_seconds = daemon.terminate()
-        finally:
-            daemon.kill()
+        turns, hesitant = [], []
+        for i in range(args.turns):
+            source = VOICES[i % len(VOICES)]
+            first, rest = QUESTIONS[i % len(QUESTIONS)]
+            path = voice_clips.write_wav(tmp / f"turn{i}.wav", question_audio(source, first, rest, None))
+            turns.append((source_name(source), path))
+        for i in range(args.hesitant):
+            source = VOICES[i % len(VOICES)]
+            first, rest = QUESTIONS[(i * 5 + 3) % len(QUESTIONS)]
+            pause = PAUSES_MS[i % len(PAUSES_MS)]
+            path = voice_clips.write_wav(tmp / f"hesitant{i}.wav", question_audio(source, first, rest, pause))
+            hesitant.append((f"{source_name(source)} pause {pause} ms", first, rest, path))
+        results = {name: run_config(name, overrides, args, card, tmp, turns, hesitant, settings)
+                   for name, overrides in configs.items()}
 
     model = "instant model" if args.embedded is None else f"embedded model {args.embedded or 'SmolLM2-135M'}"
-    print(f"voice daemon benchmark: {len(timings)} turns, {model}, tiny.en + joe-medium\n")
-    print("| figure | value |\n| --- | ---: |")
-    print(f"| start-up to listening (process start → waiting for the wake word) | {startup:.2f} s |")
-    print(f"| RSS, every model loaded (idle / after {len(timings)} turns) | {rss:.0f} MiB / {rss_after:.0f} MiB |")
-    print(f"| CPU listening to silence for {args.idle_seconds:.0f} s | {idle_cpu:.1f} % of one core |")
-    print(f"| SIGTERM to exit (status {status}) | {stop_seconds:.2f} s |")
-    print("\n| stage | median | p90 |\n| --- | ---: | ---: |")
+    print(f"voice daemon benchmark: {args.turns} finished questions in {len(VOICES)} voices and "
+          f"{args.hesitant} with a thinking pause (0.6–1.2 s), {model}, tiny.en + joe-medium\n")
+    names = list(results)
+    print("| figure | " + " | ".join(names) + " |\n| --- |" + " ---: |" * len(names))
+
+    def row(label: str, cell) -> None:  # type: ignore[no-untyped-def]
+        print(f"| {label} | " + " | ".join(cell(results[n]) for n in names) + " |")
+
+    row("start-up to listening", lambda r: f"{r['startup']:.2f} s")
+    row("RSS idle / after the turns", lambda r: f"{r['rss']:.0f} / {r['rss_after']:.0f} MiB")
+    row(f"CPU listening to silence ({args.idle_seconds:.0f} s)", lambda r: f"{r['idle_cpu']:.1f} %")
+    row("SIGTERM to exit", lambda r: f"{r['stop_seconds']:.2f} s (status {r['status']})")
+    row("finished questions answered", lambda r: f"{len(r['timings'])}/{args.turns}")
     for stage in STAGES:
-        values = [t[stage] for t in timings if stage in t]
-        print(f"| {stage.replace('_', ' ')} | {statistics.median(values):.3f} s | {percentile(values, 90):.3f} s |")
+        row(f"{stage.replace('_', ' ')} median / p90", lambda r, stage=stage: (
+            f"{statistics.median([t[stage] for t in r['timings'] if stage in t]):.3f} / "
+            f"{percentile([t[stage] for t in r['timings'] if stage in t], 90):.3f} s"))
+    for voice in dict.fromkeys(source_name(v) for v in VOICES):
+        row(f"end of speech → first audio, {voice} (median)", lambda r, voice=voice: (
+            f"{statistics.median(r['by_voice'][voice]):.3f} s" if r["by_voice"].get(voice) else "-"))
+    row("hesitant questions cut at the pause", lambda r: f"{len(r['cuts'])}/{r['answered']}")
+    row("replies started ahead and dropped", lambda r: str(r["dropped_ahead"]))
+    for n in names:
+        for cut in results[n]["cuts"]:
+            print(f"\n- cut ({n}): {cut}", end="")
+    print()
     return 0
 
 

@@ -427,7 +427,9 @@ def test_bad_configuration_is_refused(mode: str, seconds: float) -> None:
 def test_from_settings() -> None:
     listening = ListeningSettings(mode="continued", vad="energy", vad_threshold=0.5, pre_roll_ms=300,
                                   end_silence_ms=600, min_speech_ms=200, max_utterance_seconds=15,
-                                  no_speech_timeout_seconds=5, follow_up_seconds=4)
+                                  no_speech_timeout_seconds=5, follow_up_seconds=4,
+                                  turn_judgment="transcript", finished_ms=250, max_pause_ms=2000,
+                                  speculative_reply=True)
     audio = AudioSettings(input_device=None, output_device=None, speaker_tail_ms=300, barge_in=True)
     d = Dialogue.from_settings(listening, audio)
     assert (d.mode, d.follow_up_seconds, d.barge_in) == ("continued", 4.0, True)

@@ -292,10 +292,13 @@ def test_bad_parameters_are_refused(name: str, value: float) -> None:
 def test_from_settings() -> None:
     listening = ListeningSettings(mode="continued", vad="energy", vad_threshold=0.5, pre_roll_ms=160,
                                   end_silence_ms=480, min_speech_ms=160, max_utterance_seconds=10,
-                                  no_speech_timeout_seconds=3, follow_up_seconds=6)
+                                  no_speech_timeout_seconds=3, follow_up_seconds=6,
+                                  turn_judgment="off", finished_ms=250, max_pause_ms=2000,
+                                  speculative_reply=True)
     stt = SpeechToTextSettings(model="tiny.en", language="en", beam_size=1, window_seconds=10,
                                no_speech_threshold=0.6, early_start_ms=160)
     seg = Segmenter.from_settings(listening, stt)
+    assert seg.max_pause_ms is None  # the judgment is off: EndSilenceMs ends every pause
     assert (seg.pre_roll_ms, seg.end_silence_ms, seg.min_speech_ms, seg.max_utterance_seconds,
             seg.no_speech_timeout_seconds, seg.early_start_ms) == (160, 480, 160, 10, 3, 160)
     events = run(seg, (4, Q), (2, S), (6, Q))
@@ -304,3 +307,62 @@ def test_from_settings() -> None:
         (8, EarlyEnd(at=at(8), start=at(2), end=at(8))),
         (12, UtteranceEnded(start=at(2), end=at(8), reason="silence", at=at(12))),
     ]
+
+
+# -- judged pauses ---------------------------------------------------------------------------
+
+
+def test_a_judged_pause_waits_up_to_max_pause_without_a_judgment() -> None:
+    seg = make(max_pause_ms=2000)
+    events = run(seg, (5, S), (25, Q))
+    assert [type(e) for _, e in events] == [SpeechStarted, EarlyEnd, UtteranceEnded]
+    # 2 000 ms of silence = 25 frames after the speech: frame 30, not 600 ms (frame 13)
+    assert events[-1][0] == 30
+
+
+def test_a_finished_judgment_ends_the_pause_at_once_when_the_silence_already_reached_it() -> None:
+    seg = make(max_pause_ms=2000)
+    events = run(seg, (5, S), (4, Q))  # 320 ms of silence: EarlyEnd at 240 ms
+    assert [type(e) for _, e in events] == [SpeechStarted, EarlyEnd]
+    early = events[-1][1]
+    assert seg.silence_ms == pytest.approx(320)
+    ended = seg.end_pause_after(250)
+    # the span is the EarlyEnd's: the speculative transcript is the final one
+    assert ended == [UtteranceEnded(start=early.start, end=early.end, reason="silence", at=at(9))]
+    assert seg.done and run(seg, (3, Q)) == []
+
+
+def test_a_judgment_longer_than_the_silence_ends_it_later() -> None:
+    seg = make(max_pause_ms=2000)
+    run(seg, (5, S), (3, Q))
+    assert seg.end_pause_after(1200) == []
+    events = run(seg, (15, Q))
+    # 1 200 ms = 15 frames of silence after the speech (frames 6..20); the span keeps its tail
+    assert events == [(20, UtteranceEnded(start=0.0, end=pytest.approx(0.6), reason="silence",
+                                          at=at(20)))]
+
+
+def test_speech_resuming_forgets_the_judgment() -> None:
+    seg = make(max_pause_ms=2000)
+    run(seg, (5, S), (3, Q))
+    assert seg.end_pause_after(1200) == []
+    events = run(seg, (2, S), (16, Q))
+    # the new pause is unjudged again: it runs to max_pause_ms (25 frames), not 1 200 ms
+    assert [type(e) for _, e in events] == [SpeechResumed, EarlyEnd]
+    assert not seg.done
+    assert seg.end_pause_after(250) and seg.done
+
+
+def test_a_judgment_outside_a_pause_is_ignored() -> None:
+    seg = make(max_pause_ms=2000)
+    assert seg.end_pause_after(0) == []  # nothing heard yet
+    run(seg, (5, S))
+    assert seg.end_pause_after(0) == []  # still speaking
+    assert not seg.done
+    with pytest.raises(ValueError, match="ms"):
+        seg.end_pause_after(-1)
+
+
+def test_max_pause_shorter_than_end_silence_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_pause_ms"):
+        make(max_pause_ms=400)

@@ -25,12 +25,15 @@ from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop, VoiceParts
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript, phantom_reason
+from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.wake import WakeDetection
 
 FRAME = FRAME_SAMPLES / SAMPLE_RATE
 SILENCE, WAKE, SPEECH = 0, 1, 100  # a speech frame holds SPEECH + the phrase's number
-PHRASES = ["what is the capital of france", "and of spain", "how far is the moon", "Hey, Jervis."]
+PHRASES = ["what is the capital of france", "and of spain", "how far is the moon", "Hey, Jervis.",
+           "What is the capital of", "What is the capital of Germany?", "Tell me a joke."]
 WAKE_PHRASE_ONLY = 3  # how Whisper may write the wake phrase said alone
+UNFINISHED, WHOLE, FINISHED = 4, 5, 6  # "What is the capital of", the same question whole, another
 
 
 # -- fakes for the engines ---------------------------------------------------------------------
@@ -70,7 +73,8 @@ class FakeVad:
 
 
 class FakeTranscriber:
-    """Reads the phrase number out of the audio; `hold` blocks it until set, `fail` raises."""
+    """Reads the last phrase number out of the audio (a later phrase stands for all the words
+    so far); `hold` blocks it until set, `fail` raises."""
 
     def __init__(self) -> None:
         self.hold: threading.Event | None = None
@@ -84,7 +88,7 @@ class FakeTranscriber:
         if self.fail:
             raise RuntimeError("the model file went away")
         spoken = samples[samples >= SPEECH]
-        text = PHRASES[int(spoken.max()) - SPEECH] if len(spoken) else ""
+        text = PHRASES[int(spoken[-1]) - SPEECH] if len(spoken) else ""
         return Transcript(text=text, no_speech_prob=0.0 if text else 0.9, avg_logprob=-0.1,
                           audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
 
@@ -192,8 +196,9 @@ class Rig:
 def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: float = 2.0,
                synthesizer: FakeSynthesizer | None = None, player: FakePlayer | None = None,
                model: FakeModel | None = None, store: ListStore | None = None,
-               microphone: FakeMicrophone | None = None, clock: Clock) -> VoiceParts:
-    """Voice parts over fakes, with the defaults' endpointing."""
+               microphone: FakeMicrophone | None = None, clock: Clock, judge: bool = False,
+               speculate: bool = False) -> VoiceParts:
+    """Voice parts over fakes, with the defaults' endpointing (and end-of-turn judgment)."""
     synthesizer = synthesizer or FakeSynthesizer()
     player = player or FakePlayer()
     speech = SpeechSink(synthesizer, player, first_chunk_words=6, monotonic=clock)
@@ -203,9 +208,13 @@ def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: fl
     return VoiceParts(
         dialogue=d.Dialogue(mode, follow_up, barge_in=barge_in), wake=FakeWake(), vad=FakeVad(),
         segmenter=Segmenter(pre_roll_ms=300, end_silence_ms=600, min_speech_ms=200,
-                            max_utterance_seconds=15, no_speech_timeout_seconds=5, early_start_ms=200),
+                            max_utterance_seconds=15, no_speech_timeout_seconds=5, early_start_ms=200,
+                            max_pause_ms=2000 if judge else None),
         transcriber=FakeTranscriber(), phantom_reason=phantom_reason, orchestrator=orchestrator,
-        speech=speech, microphone=microphone or FakeMicrophone(), wake_phrases=("hey jarvis",))
+        speech=speech, microphone=microphone or FakeMicrophone(), wake_phrases=("hey jarvis",),
+        judge=TurnJudge(TurnThresholds(finished_ms=250, max_pause_ms=2000, end_silence_ms=600,
+                                       wake_phrases=("hey jarvis",))) if judge else None,
+        speculative_reply=speculate)
 
 
 def make_rig(start: float = 1000.0, **options: object) -> Rig:
@@ -235,7 +244,7 @@ def quiet(seconds: float) -> list[int]:
 async def settle(rig: Rig, limit: int = 2000) -> None:
     """Let the loop's work in flight (transcription, the reply) run to its end."""
     for _ in range(limit):
-        if not rig.loop.busy:
+        if rig.loop.settled:
             return
         await asyncio.sleep(0.001)
     raise AssertionError(f"the loop is still busy in {rig.loop.state}")
@@ -305,11 +314,12 @@ def test_wake_word_mode_goes_back_to_idle_and_needs_the_wake_word_again():
     assert rig.model.questions == [PHRASES[0]]
 
 
+@pytest.mark.parametrize("judge", [False, True])
 @pytest.mark.parametrize("mode", ["continued", "wake_word"])
-def test_the_wake_phrase_alone_never_ends_a_turn(mode):
+def test_the_wake_phrase_alone_never_ends_a_turn(mode, judge):
     """ "Hey Jarvis", a pause, then the question (after the wake word, or to open a follow-up):
     the question is what reaches the model."""
-    rig = make_rig(mode=mode)
+    rig = make_rig(mode=mode, judge=judge, speculate=judge)
 
     async def scenario():
         await run_loop(rig, [WAKE] + say(WAKE_PHRASE_ONLY, 0.6) + quiet(0.8))
@@ -478,3 +488,103 @@ def test_status_reports_state_counters_and_the_last_turn():
     assert status["state"] == d.FOLLOW_UP
     assert status["counters"]["turns"] == 1 and status["counters"]["wakes"] == 1
     assert status["last_turn"]["speech_end_to_first_audio"] is not None
+
+
+# -- the end of the turn judged, and the reply started ahead ------------------------------------
+
+
+def stored(rig: Rig) -> list[tuple[ChatRole, str]]:
+    """What the store holds, in order."""
+    return [(m.role, m.content) for m in rig.store.messages]
+
+
+def test_a_finished_question_is_answered_after_a_short_pause():
+    rig = make_rig(judge=True, speculate=True)
+    asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
+    # judged finished when the transcript came (240 ms in: no time passes for the fakes here),
+    # ended at 250 ms: the 4th silent frame, 320 ms
+    assert rig.loop.last_judgment["verdict"] == "finished"
+    assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.32, abs=0.01)
+    # the reply started ahead was the reply: the model was asked once
+    assert rig.model.questions == [PHRASES[WHOLE]]
+    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert len(rig.player.played) == 2 and rig.loop.counters.speculations_discarded == 0
+
+
+@pytest.mark.parametrize("pause", [0.64, 0.96, 1.2, 1.6])
+def test_a_hesitant_question_is_sent_whole(pause):
+    """ "What is the capital of … Germany?": the unfinished words wait for the rest."""
+    rig = make_rig(judge=True, speculate=True)
+    asyncio.run(run_loop(rig, [WAKE] + say(UNFINISHED, 0.8) + quiet(pause) + say(WHOLE, 0.5)
+                         + quiet(0.8)))
+    assert rig.model.questions == [PHRASES[WHOLE]]
+    assert stored(rig)[0] == (ChatRole.USER, PHRASES[WHOLE]) and len(stored(rig)) == 2
+    assert rig.loop.counters.turns == 1
+
+
+def test_without_the_judgment_the_same_pause_cuts_the_question():
+    """What the judgment is for: EndSilenceMs alone ends the turn at the thinking pause."""
+    rig = make_rig()
+    asyncio.run(run_loop(rig, [WAKE] + say(UNFINISHED, 0.8) + quiet(0.96)))
+    assert rig.model.questions == [PHRASES[UNFINISHED]]
+
+
+def test_an_unfinished_pause_that_goes_on_ends_at_max_pause():
+    rig = make_rig(judge=True, speculate=True)
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(UNFINISHED, 0.8) + quiet(1.9))
+        assert rig.loop.state == d.LISTENING and rig.model.questions == []
+        await run_loop(rig, quiet(0.3))
+
+    asyncio.run(scenario())
+    assert rig.loop.last_judgment["verdict"] == "unfinished"
+    assert rig.model.questions == [PHRASES[UNFINISHED]]  # nothing came: the words are the turn
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_speech_resumed_after_a_speculation_leaves_no_trace(held):
+    """Words that might be the whole question ("what is the capital of france", no full stop:
+    undecided) start the reply ahead; the person goes on; it is dropped unheard and unstored."""
+    rig = make_rig(judge=True, speculate=True)
+    if held:
+        rig.model.hold = asyncio.Event()  # the model still thinking when speech resumes
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.4), wait=False)
+        await settle(rig)
+        for _ in range(20):  # let the reply started ahead get as far as it can
+            await asyncio.sleep(0.001)
+        assert rig.model.questions == [PHRASES[0]]  # it was started
+        assert rig.player.played == [] and rig.store.messages == []
+        if rig.model.hold is not None:
+            rig.model.hold.set()
+        await run_loop(rig, say(WHOLE, 0.5) + quiet(0.8))
+
+    asyncio.run(scenario())
+    assert rig.loop.counters.speculations_discarded == 1
+    assert rig.loop.status()["counters"]["speculations_discarded"] == 1
+    assert rig.model.questions == [PHRASES[0], PHRASES[WHOLE]]
+    # nothing of the dropped reply was played or stored: one reply, in order user → assistant
+    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert len(rig.player.played) == 2
+    assert rig.loop.counters.turns == 1
+
+
+def test_an_undecided_pause_ends_after_end_silence_with_the_reply_ready():
+    rig = make_rig(judge=True, speculate=True)
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert rig.loop.last_judgment["verdict"] == "unknown"
+    assert rig.loop.last_judgment["end_after_ms"] == 600
+    assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
+    assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
+
+
+def test_a_failed_speculative_transcript_falls_back_to_end_silence(caplog):
+    rig = make_rig(judge=True, speculate=True)
+    rig.transcriber.fail = True
+    asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
+    assert rig.loop.counters.failed_turns == 1 and rig.loop.state == d.IDLE
+    assert rig.model.questions == [] and rig.store.messages == []

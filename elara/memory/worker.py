@@ -75,6 +75,12 @@ class MemoryWorker:
         self._update()
         self._wakeup.set()
 
+    def turn_abandoned(self) -> None:
+        """A turn was cut off or dropped unconfirmed: nothing to remember, and the model is free."""
+        self._turn_active = False
+        self._update()
+        self._wakeup.set()
+
     def pause(self) -> None:
         """Hold model work (the user is speaking, or Elara is): CPU goes to the conversation."""
         self._paused = True

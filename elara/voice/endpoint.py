@@ -29,6 +29,11 @@ Rules (all lengths are audio time, summed from the frames):
   started, `NoSpeech` is reported — unless a run of speech is still being weighed then; the
   segmenter then waits for that run to count (it becomes the utterance) or be dropped (`NoSpeech`
   at that moment).
+- **Judged pauses.** With `max_pause_ms` set, a pause after speech lasts up to `max_pause_ms`
+  unless `end_pause_after(ms)` shortens it; `end_pause_after(ms)` sets how much silence ends *this* pause (an
+  end-of-turn judgment: short when the words so far are finished, long when they are not); it
+  ends the utterance at once when the silence already reached it. Speech resuming restores
+  the default. The span is unchanged by it, so a speculative transcript stays the final one.
 - After `UtteranceEnded` or `NoSpeech` the segmenter is done: `feed()` returns no events (and its
   clock stops) until `reset()`.
 
@@ -137,6 +142,7 @@ class Segmenter:
         max_utterance_seconds: float,
         no_speech_timeout_seconds: float,
         early_start_ms: float,
+        max_pause_ms: float | None = None,
     ) -> None:
         for name, value in (
             ("pre_roll_ms", pre_roll_ms),
@@ -147,6 +153,8 @@ class Segmenter:
             ("early_start_ms", early_start_ms),
         ):
             _non_negative(name, value)
+        if max_pause_ms is not None and max_pause_ms < end_silence_ms:
+            raise ValueError(f"max_pause_ms {max_pause_ms!r} must be >= end_silence_ms {end_silence_ms!r}")
         for name, value in (
             ("end_silence_ms", end_silence_ms),
             ("max_utterance_seconds", max_utterance_seconds),
@@ -160,6 +168,7 @@ class Segmenter:
         self.max_utterance_seconds = max_utterance_seconds
         self.no_speech_timeout_seconds = no_speech_timeout_seconds
         self.early_start_ms = early_start_ms
+        self.max_pause_ms = max_pause_ms
 
         self._pre_roll = round(pre_roll_ms * _US_PER_MS)
         self._end_silence = round(end_silence_ms * _US_PER_MS)
@@ -167,6 +176,8 @@ class Segmenter:
         self._max_utterance = round(max_utterance_seconds * _US_PER_SECOND)
         self._no_speech_timeout = round(no_speech_timeout_seconds * _US_PER_SECOND)
         self._early_start = round(early_start_ms * _US_PER_MS)
+        # Judged pauses wait for their judgment up to max_pause_ms; unjudged ones end_silence_ms.
+        self._pause_wait = self._end_silence if max_pause_ms is None else round(max_pause_ms * _US_PER_MS)
         self._tail = min(self._early_start, self._end_silence)
         self.reset()
 
@@ -180,6 +191,7 @@ class Segmenter:
             max_utterance_seconds=listening.max_utterance_seconds,
             no_speech_timeout_seconds=listening.no_speech_timeout_seconds,
             early_start_ms=speech_to_text.early_start_ms,
+            max_pause_ms=listening.max_pause_ms if listening.turn_judgment != "off" else None,
         )
 
     def reset(self) -> None:
@@ -191,6 +203,7 @@ class Segmenter:
         self._silence = 0  # silence since the last speech frame of the run
         self._started = False  # the run counts: SpeechStarted was reported
         self._early = False  # EarlyEnd reported and not yet resumed
+        self._pause_limit: int | None = None  # this pause's judged end silence (None: the default)
         self._result: UtteranceEnded | NoSpeech | None = None
 
     # -- what the daemon may ask -------------------------------------------------------------
@@ -214,6 +227,22 @@ class Segmenter:
     def awaiting_end(self) -> bool:
         """True between an `EarlyEnd` and the next `SpeechResumed` / `UtteranceEnded`."""
         return self._early and self._result is None
+
+    @property
+    def silence_ms(self) -> float:
+        """Milliseconds of silence since the last speech frame (0 while speech goes on)."""
+        return self._silence / _US_PER_MS
+
+    def end_pause_after(self, ms: float) -> list[SegmentEvent]:
+        """End the current pause after `ms` of silence instead of `end_silence_ms` (a judgment);
+        returns `UtteranceEnded` when the silence already reached it. Ignored while not paused."""
+        _non_negative("ms", ms)
+        if not self._started or self._result is not None or self._silence == 0:
+            return []
+        self._pause_limit = round(ms * _US_PER_MS)
+        if self._silence >= self._pause_limit:
+            return [self._finish(SILENCE)]
+        return []
 
     @property
     def done(self) -> bool:
@@ -245,6 +274,7 @@ class Segmenter:
             self._run_speech += duration
             self._last_speech_end = self._elapsed
             self._silence = 0
+            self._pause_limit = None
             if self._early:
                 self._early = False
                 events.append(SpeechResumed(at=_seconds(frame_start)))
@@ -254,7 +284,8 @@ class Segmenter:
         elif self._run_start is not None:
             self._silence += duration
             if self._started:
-                if self._silence >= self._end_silence:
+                limit = self._pause_wait if self._pause_limit is None else self._pause_limit
+                if self._silence >= limit:
                     events.append(self._finish(SILENCE))
                 elif not self._early and self._silence >= self._early_start:
                     self._early = True

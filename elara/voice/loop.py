@@ -30,11 +30,14 @@ from elara.orchestrator import TurnResult
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript
-from elara.voice.turn import is_wake_phrase_only
+from elara.voice.turn import Judgment, PauseSignals, TurnJudge, Verdict, is_wake_phrase_only
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection
 
 log = logging.getLogger(__name__)
+
+#: Why a transcript that is only "Hey Jarvis" is not the question (the question is still to come).
+WAKE_PHRASE_ONLY = "only the wake word"
 
 class WakeWord(Protocol):
     """Scores frames for the wake word."""
@@ -63,8 +66,10 @@ class FrameSource(Protocol):
 class Replier(Protocol):
     """Answers the user's words (the orchestrator)."""
 
-    async def on_prompt_ready(self, event: PromptReady) -> TurnResult:
-        """Run one turn; never raises for store, context or model failures."""
+    async def on_prompt_ready(self, event: PromptReady, *,
+                              commit: asyncio.Event | None = None) -> TurnResult:
+        """Run one turn; with `commit`, store nothing until it is set. Never raises for store,
+        context or model failures."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,8 @@ class VoiceParts:
     pre_roll_ms: int = 300
     speaker_tail_ms: int = 400
     wake_phrases: tuple[str, ...] = ()
+    judge: TurnJudge | None = None  # None: every pause ends after EndSilenceMs
+    speculative_reply: bool = False
 
 
 @dataclass
@@ -97,6 +104,7 @@ class LoopCounters:
     no_speech: int = 0
     model_errors: int = 0
     failed_turns: int = 0
+    speculations_discarded: int = 0
 
 
 @dataclass
@@ -110,6 +118,19 @@ class _Turn:
     first_token: float | None = None
     first_audio: float | None = None
     done: float | None = None
+    judgment: Judgment | None = None
+    judged_at_silence_ms: float | None = None
+    judge_seconds: float | None = None
+
+
+@dataclass
+class _Speculation:
+    """A reply started before the turn was confirmed over, held unheard until it is."""
+
+    text: str
+    started: float
+    commit: asyncio.Event
+    task: asyncio.Task[TurnResult]
 
 
 @dataclass
@@ -129,6 +150,7 @@ class VoiceLoop:
         self.parts = parts
         self.counters = LoopCounters()
         self.last_timings: dict[str, float | None] = {}
+        self.last_judgment: dict[str, Any] = {}  # the last turn's end-of-turn judgment
         #: the clock's time when the last frame was processed (the watchdog's sign of life)
         self.last_progress = clock()
         self._clock = clock
@@ -141,6 +163,8 @@ class VoiceLoop:
         self._last_speech_at: float | None = None
         self._utterance: UtteranceEnded | None = None
         self._speculative: tuple[tuple[float, float], asyncio.Task[Transcript]] | None = None
+        self._speculation: _Speculation | None = None
+        self._dropping: asyncio.Task[None] | None = None  # a speculation being dropped
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
         self._speaking_until = 0.0
         self._turn = _Turn()
@@ -162,14 +186,21 @@ class VoiceLoop:
         """True while a transcription or a reply is in flight."""
         return self._work is not None and not self._work.done()
 
+    @property
+    def settled(self) -> bool:
+        """True when nothing is in flight: no transcription, reply, pause judgment or drop."""
+        return (not self.busy and all(t.done() for t in self._background)
+                and (self._dropping is None or self._dropping.done()))
+
     def status(self) -> dict[str, Any]:
         """The loop's part of `elara status`: state, counters, the last turn's timings."""
         c = self.counters
         return {"state": self.state,
                 "counters": {"wakes": c.wakes, "turns": c.turns, "failed_turns": c.failed_turns,
                              "false_wake_drops": c.no_speech + c.rejected_utterances,
-                             "model_errors": c.model_errors},
-                "last_turn": dict(self.last_timings)}
+                             "model_errors": c.model_errors,
+                             "speculations_discarded": c.speculations_discarded},
+                "last_turn": dict(self.last_timings), "last_judgment": dict(self.last_judgment)}
 
     async def run(self) -> None:
         """Process the microphone's frames until cancelled; a swapped-in microphone takes over."""
@@ -214,6 +245,8 @@ class VoiceLoop:
                 log.warning("shutdown dropped the turn in flight (the user's words are stored)")
                 break
         self._handle(d.Cancel(at=self._clock()))
+        if self._dropping is not None:
+            await asyncio.gather(self._dropping, return_exceptions=True)
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -271,10 +304,9 @@ class VoiceLoop:
             self._last_speech_at = frame.captured_at
         self._buffer.append(frame)
         for event in parts.segmenter.feed(frame.duration, is_speech):
-            self._on_segment_event(event, frame)
+            self._on_segment_event(event, frame.captured_at)
 
-    def _on_segment_event(self, event: object, frame: AudioFrame) -> None:
-        now = frame.captured_at
+    def _on_segment_event(self, event: object, now: float) -> None:
         if isinstance(event, SpeechStarted):
             self._handle(d.SpeechHeard(at=now))
         elif isinstance(event, EarlyEnd):
@@ -283,10 +315,13 @@ class VoiceLoop:
             self._spawn(self.parts.speech.prepare(), "prepare-speaker")
             span = (event.start, event.end)
             samples = self._slice(*span)
-            self._speculative = (span, asyncio.create_task(
-                asyncio.to_thread(self.parts.transcriber.transcribe, samples), name="speculative-stt"))
+            task = asyncio.create_task(asyncio.to_thread(self.parts.transcriber.transcribe, samples),
+                                       name="speculative-stt")
+            self._speculative = (span, task)
+            self._spawn(self._judge_pause(task, self.parts), "judge-pause")
         elif isinstance(event, SpeechResumed):
             self._speculative = None
+            self._drop_speculation("speech resumed")
         elif isinstance(event, UtteranceEnded):
             self._utterance = event
             self._turn.speech_end = self._last_speech_at
@@ -302,6 +337,94 @@ class VoiceLoop:
         first = 0 if start <= 0 else origin + round(start * SAMPLE_RATE)
         return audio[first:origin + round(end * SAMPLE_RATE)]
 
+    # -- the end of the turn, and a reply started before it ----------------------------------
+
+    async def _judge_pause(self, task: asyncio.Task[Transcript], parts: VoiceParts) -> None:
+        """Once the pause's speculative transcript is in: judge whether the person is done,
+        set when this pause ends, and start the reply ahead if the words may be the whole turn."""
+        try:
+            transcript = await task
+        except Exception:  # _transcribe reports it if it is the final transcript
+            transcript = None
+        if self._speculative is None or self._speculative[1] is not task or not self._listening:
+            return  # speech resumed, or the turn moved on, while Whisper worked
+        segmenter = parts.segmenter
+        began = self._clock()
+        judgment = None
+        if parts.judge is not None:
+            judgment = parts.judge.judge(PauseSignals(
+                silence_ms=segmenter.silence_ms,
+                transcript=None if transcript is None else transcript.text))
+            self._turn.judgment = judgment
+            self._turn.judged_at_silence_ms = segmenter.silence_ms
+            self._turn.judge_seconds = self._clock() - began
+            log.info("pause judged %s at %.0f ms of silence (%s): the turn ends after %d ms",
+                     judgment.verdict.value, segmenter.silence_ms, judgment.reason,
+                     judgment.end_after_ms)
+        if transcript is not None and parts.speculative_reply and (
+                judgment is None or judgment.verdict is not Verdict.UNFINISHED):
+            text, reason = self._heard(transcript)
+            if reason is None:
+                self._start_speculation(text, parts)
+        if parts.judge is not None:
+            # No transcript (Whisper failed): the plain EndSilenceMs rule ends this pause.
+            end_after = segmenter.end_silence_ms if judgment is None else judgment.end_after_ms
+            for event in segmenter.end_pause_after(end_after):
+                self._on_segment_event(event, self._clock())
+
+    def _heard(self, transcript: Transcript) -> tuple[str, str | None]:
+        """The user's words without the wake phrase, and why they are no question (or None)."""
+        reason = self.parts.phantom_reason(transcript)
+        text = strip_wake_phrase(transcript.text, self.parts.wake_phrases)
+        if reason is None and (not text or is_wake_phrase_only(text, self.parts.wake_phrases)):
+            reason = WAKE_PHRASE_ONLY
+        return text, reason
+
+    def _start_speculation(self, text: str, parts: VoiceParts) -> None:
+        text = text.strip()
+        self._drop_speculation("a newer transcript")
+        commit = asyncio.Event()
+        previous = self._dropping
+
+        async def speculate() -> TurnResult:
+            if previous is not None:  # its stop() must not release this reply's hold
+                await asyncio.gather(previous, return_exceptions=True)
+            if not commit.is_set():  # the turn may have been confirmed while the drop finished
+                parts.speech.hold()
+            return await parts.orchestrator.on_prompt_ready(PromptReady(text, source="voice"),
+                                                             commit=commit)
+
+        log.debug("answering ahead: %s", text)
+        self._speculation = _Speculation(text=text, started=self._clock(), commit=commit,
+                                         task=asyncio.create_task(speculate(), name="speculation"))
+
+    def _drop_speculation(self, why: str) -> None:
+        speculation, self._speculation = self._speculation, None
+        if speculation is None:
+            return
+        self.counters.speculations_discarded += 1
+        log.info("dropped the reply started ahead: %s", why)
+        previous = self._dropping
+        speech = self.parts.speech
+
+        async def drop() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            speculation.task.cancel()
+            await asyncio.gather(speculation.task, return_exceptions=True)
+            await speech.stop()  # the held audio is dropped unheard
+
+        self._dropping = asyncio.create_task(drop(), name="drop-speculation")
+
+    def _adopt_speculation(self, text: str) -> _Speculation | None:
+        """The speculation answering exactly `text`, taken over by the turn; any other is dropped."""
+        speculation = self._speculation
+        if speculation is not None and speculation.text == text and not speculation.task.cancelled():
+            self._speculation = None
+            return speculation
+        self._drop_speculation("the final words differ")
+        return None
+
     # -- intents -------------------------------------------------------------------------------
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
@@ -315,6 +438,8 @@ class VoiceLoop:
         intents = self.parts.dialogue.handle(event)
         if self.state != before and self._on_state is not None:
             self._on_state(self.state)
+        if self._speculation is not None and self.state in (d.IDLE, d.SPEAKING):
+            self._drop_speculation(f"the turn went on to {self.state}")
         self._apply(intents)
 
     def _apply(self, intents: list[d.Intent]) -> None:
@@ -339,6 +464,7 @@ class VoiceLoop:
                 log.info("waiting for the wake word")
 
     def _start_listening(self, intent: d.StartListening) -> None:
+        self._drop_speculation("listening anew")
         self.parts.segmenter.reset()
         self.parts.vad.reset()
         self._listening = True
@@ -368,13 +494,12 @@ class VoiceLoop:
         finally:
             self._buffer = []
         self._turn.transcript = now = self._clock()
-        reason = self.parts.phantom_reason(transcript)
-        text = strip_wake_phrase(transcript.text, self.parts.wake_phrases)
-        if reason is None and (not text or is_wake_phrase_only(text, self.parts.wake_phrases)):
+        text, reason = self._heard(transcript)
+        if reason == WAKE_PHRASE_ONLY:
             # "Hey Jarvis" and a pause (a follow-up often starts with it too): the question is
             # still to come, so the wake phrase alone never ends the turn — listen for it.
             log.info("heard only the wake word: listening for the question")
-            self._handle(d.TranscriptRejected(reason="only the wake word", at=now, turn=turn))
+            self._handle(d.TranscriptRejected(reason=reason, at=now, turn=turn))
             self._turn = _Turn(wake=now)
             self._handle(d.WakeDetected(at=now))
             return
@@ -390,9 +515,19 @@ class VoiceLoop:
         started = self._clock()
         self.counters.turns += 1
         speech = parts.speech
+        speculation = self._adopt_speculation(prompt.text)
         speech.on_first_audio = lambda: self._handle(d.ReplyStarted(at=self._clock(), turn=turn))
         try:
-            result = await parts.orchestrator.on_prompt_ready(prompt)
+            if speculation is not None:
+                # The reply started ahead answers exactly these words: store them, let it play.
+                started = speculation.started
+                speculation.commit.set()
+                speech.release()
+                result = await speculation.task
+            else:
+                if self._dropping is not None:
+                    await asyncio.gather(self._dropping, return_exceptions=True)
+                result = await parts.orchestrator.on_prompt_ready(prompt)
             await speech.finish()
         except asyncio.CancelledError:
             await speech.stop()
@@ -421,6 +556,10 @@ class VoiceLoop:
         def span(a: float | None, b: float | None) -> float | None:
             return None if a is None or b is None else b - a
 
+        self.last_judgment = {} if t.judgment is None else {
+            "verdict": t.judgment.verdict.value, "reason": t.judgment.reason,
+            "at_silence_ms": t.judged_at_silence_ms, "end_after_ms": t.judgment.end_after_ms,
+            "judge_ms": None if t.judge_seconds is None else t.judge_seconds * 1000}
         self.last_timings = {
             "wake_to_listening": span(t.wake, t.listening),
             "speech_end_to_transcript": span(t.speech_end, t.transcript),
@@ -429,8 +568,12 @@ class VoiceLoop:
             "speech_end_to_first_audio": span(t.speech_end, t.first_audio),
             "total": span(t.wake or t.listening, t.done),
         }
-        log.info("turn timings: %s", ", ".join(
-            f"{k} {'-' if v is None else f'{v:.3f} s'}" for k, v in self.last_timings.items()))
+        judged = "no judgment" if t.judgment is None else (
+            f"judged {t.judgment.verdict.value} at {t.judged_at_silence_ms:.0f} ms of silence in "
+            f"{(t.judge_seconds or 0) * 1000:.1f} ms ({t.judgment.reason}), ended after "
+            f"{t.judgment.end_after_ms} ms")
+        log.info("turn timings: %s; %s", ", ".join(
+            f"{k} {'-' if v is None else f'{v:.3f} s'}" for k, v in self.last_timings.items()), judged)
 
 
 def _pre_roll_frames(pre_roll_ms: int) -> int:

@@ -1,4 +1,7 @@
-"""Speaking a streamed reply: synthesize the next sentence while the current one plays."""
+"""Speaking a streamed reply: synthesize the next sentence while the current one plays.
+
+A reply can be held: synthesized ahead but not played until released (a speculative reply,
+started before the turn was confirmed over, is dropped unheard if the person goes on speaking)."""
 
 from __future__ import annotations
 
@@ -62,6 +65,8 @@ class SpeechSink:
         self._clips: asyncio.Queue[AudioClip | None] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._first_in_reply = True
+        self._released = asyncio.Event()
+        self._released.set()
         #: monotonic time the current reply's first sample was heard (None before)
         self.first_audio_at: float | None = None
         #: called once per reply when its first audio starts
@@ -88,6 +93,19 @@ class SpeechSink:
         except Exception as exc:  # the reply will try again, and report, when it plays
             log.warning("could not open the speaker ahead of the reply: %s", exc)
 
+    def hold(self) -> None:
+        """Synthesize what is said from now on but play none of it until `release()`."""
+        self._released.clear()
+
+    def release(self) -> None:
+        """Play the held reply (the turn it answers is confirmed over)."""
+        self._released.set()
+
+    @property
+    def held(self) -> bool:
+        """True while a reply is held back."""
+        return not self._released.is_set()
+
     async def finish(self) -> None:
         """Wait until everything queued has been heard, then get ready for the next reply."""
         if self._tasks:
@@ -108,6 +126,7 @@ class SpeechSink:
         self._texts = asyncio.Queue()
         self._clips = asyncio.Queue()
         self._first_in_reply = True
+        self._released.set()
 
     def _ensure_running(self) -> None:
         if not self._tasks:
@@ -131,6 +150,7 @@ class SpeechSink:
 
     async def _play_all(self) -> None:
         while (clip := await self._clips.get()) is not None:
+            await self._released.wait()
             first = self.first_audio_at is None
             if first and self.on_first_audio is not None:
                 self.on_first_audio()

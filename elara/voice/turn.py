@@ -24,6 +24,10 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from elara.settings import ListeningSettings
 
 
 class Ending(enum.Enum):
@@ -161,6 +165,12 @@ class TurnThresholds:
         if not self.unfinished_probability <= self.confirmed_probability <= self.finished_probability:
             raise ValueError("thresholds must satisfy unfinished_probability <= confirmed_probability "
                              "<= finished_probability")
+
+    @classmethod
+    def from_settings(cls, listening: ListeningSettings, wake_phrases: tuple[str, ...]) -> TurnThresholds:
+        """The `Listening` section's pauses: FinishedMs, MaxPauseMs, EndSilenceMs."""
+        return cls(finished_ms=listening.finished_ms, max_pause_ms=listening.max_pause_ms,
+                   end_silence_ms=listening.end_silence_ms, wake_phrases=wake_phrases)
 
     def wait_ms(self, verdict: Verdict) -> int:
         """The silence after which the turn ends, for a verdict."""
