@@ -239,6 +239,7 @@ class Daemon:
                          "reloads": self.counters.reloads,
                          "rejected_reloads": self.counters.rejected_reloads},
             "last_turn": loop["last_turn"],
+            "last_judgment": loop["last_judgment"],
             "context_window": rt.monitor.status(),
             "memory": rt.memory.status(),
             "microphone": microphone,

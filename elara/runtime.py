@@ -49,7 +49,7 @@ SOURCES: dict[str, Callable[[Settings], object]] = {
                               s.speech_to_text.no_speech_threshold),
     "synthesizer": lambda s: (s.text_to_speech.voice, s.text_to_speech.length_scale),
     "microphone": lambda s: s.audio.input_device,
-    "speaker": lambda s: s.audio.output_device,
+    "speaker": lambda s: (s.audio.output_device, s.audio.output_latency_ms),
 }
 
 #: Settings a running daemon can't change: they name the history it has open.
@@ -100,7 +100,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             microphone = Microphone(settings.audio.input_device)
             await microphone.start()
             opened.append(microphone.stop)
-        speaker = reused("speaker") or Speaker(settings.audio.output_device)
+        speaker = reused("speaker") or Speaker(settings.audio.output_device,
+                                                  latency=settings.audio.output_latency_ms / 1000)
         llm = reused("llm")
         if llm is None:
             llm = await asyncio.to_thread(wiring.make_language_model, settings)

@@ -147,6 +147,7 @@ class AudioSettings:
 
     input_device: int | str | None = setting("InputDevice")
     output_device: int | str | None = setting("OutputDevice")
+    output_latency_ms: int = setting("OutputLatencyMs", min=10, max=1_000)
     speaker_tail_ms: int = setting("SpeakerTailMs", min=0, max=10_000)
     barge_in: bool = setting("BargeIn")
 
@@ -176,6 +177,7 @@ class ListeningSettings:
     follow_up_seconds: float = setting("FollowUpSeconds", min=0, max=120)
     turn_judgment: str = setting("TurnJudgment", choices=("transcript", "off"))
     finished_ms: int = setting("FinishedMs", min=0, max=10_000)
+    uncertain_pause_ms: int = setting("UncertainPauseMs", min=0, max=10_000)
     max_pause_ms: int = setting("MaxPauseMs", min=80, max=10_000)
     speculative_reply: bool = setting("SpeculativeReply")
 

@@ -10,8 +10,10 @@ stage and per voice), and how many questions with a thinking pause inside were c
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +28,7 @@ from ollama_server import FakeOllamaServer  # noqa: E402
 from pulse import VirtualSoundCard  # noqa: E402
 
 REPLY = "Here is a short answer for you. I hope that it helps."
-STAGES = ("speech_end_to_transcript", "transcript_to_first_token", "first_token_to_first_audio",
+STAGES = ("speech_end_to_turn_end", "speech_end_to_transcript", "transcript_to_first_token", "first_token_to_first_audio",
           "speech_end_to_first_audio")
 
 
@@ -46,7 +48,7 @@ def rss_mib(pid: int) -> float:
 
 def parse_timings(line: str) -> dict[str, float]:
     """The stage seconds of one `turn timings:` log line."""
-    return {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+) s", line.split("turn timings:")[1])}
+    return {k: float(v) for k, v in re.findall(r"(\w+) (-?[\d.]+) s", line.split("turn timings:")[1])}
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -86,7 +88,9 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
     """Start the daemon with `overrides`; speak every clip into it; collect the figures."""
     print(f"== {name}", file=sys.stderr)
     with FakeOllamaServer(responder=lambda endpoint, body: REPLY) as server:
-        env = daemon_env(card.env, server.url, tmp / name.split()[0], **{**settings, **overrides})
+        home = tmp / name.split()[0]
+        home.mkdir()
+        env = daemon_env(card.env, server.url, home, **{**settings, **overrides})
         started = time.monotonic()
         daemon = DaemonProcess(env)
         out: dict = {"timings": [], "by_voice": {}, "cuts": [], "answered": 0}
@@ -99,7 +103,8 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
             time.sleep(args.idle_seconds)
             out["idle_cpu"] = (cpu_seconds(pid) - cpu0) / (time.monotonic() - wall0) * 100
             done = 0
-            for voice, clip in turns:
+            for voice, question, clip in turns:
+                before = len([1 for path, _ in server.requests if path == "/api/chat"])
                 card.play_into_mic(clip)
                 try:
                     line = daemon.wait_for("turn timings", count=done + 1, timeout=60)
@@ -111,6 +116,10 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
                 t = parse_timings(line)
                 out["timings"].append(t)
                 out["by_voice"].setdefault(voice, []).append(t["speech_end_to_first_audio"])
+                heard = set(_WORDS.findall(asked(server, before).lower()))
+                said = _WORDS.findall(question.lower())
+                out["words"] = out.get("words", 0) + len(said)
+                out["words_right"] = out.get("words_right", 0) + sum(w in heard for w in said)
                 print(f"  {voice}: {t['speech_end_to_first_audio']:.3f} s", file=sys.stderr)
             for voice, first, rest, clip in hesitant:
                 before = len([1 for path, _ in server.requests if path == "/api/chat"])
@@ -131,9 +140,14 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
                 print(f"  {voice} {'CUT' if cut else 'whole'}: {first!r} … {rest!r}", file=sys.stderr)
             out["dropped_ahead"] = sum(1 for line in daemon.lines if "dropped the reply started ahead" in line)
             out["rss_after"] = rss_mib(pid)
+            status = subprocess.run([str(REPO / ".venv/bin/elara"), "status", "--json"], env=env,
+                                    capture_output=True, text=True, timeout=30)
+            out["underflows"] = json.loads(status.stdout)["speaker"]["underflows"] if status.returncode == 0 else None
             out["status"], out["stop_seconds"] = daemon.terminate()
         finally:
             daemon.kill()
+            if args.log_dir:
+                Path(args.log_dir, f"{name.split()[0]}.log").write_text("\n".join(daemon.lines))
     return out
 
 
@@ -148,6 +162,9 @@ def main() -> int:
     parser.add_argument("--hesitant", type=int, default=24, help="questions with a pause inside")
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--only", choices=("before", "now"), help="run one configuration")
+    parser.add_argument("--log-dir", help="write each daemon's log here")
+    parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE",
+                        help="a setting for every configuration (e.g. SpeechToText__EarlyStartMs=80)")
     parser.add_argument("--embedded", metavar="GGUF", nargs="?", const="",
                         help="answer with the embedded model (the built-in one, or this GGUF) "
                              "instead of the instant Ollama-protocol server")
@@ -161,6 +178,7 @@ def main() -> int:
                         LanguageModel__Options='{"num_ctx": 2048, "num_predict": 48}')
         if args.embedded:
             settings["LanguageModel__EmbeddedModel"] = args.embedded
+    settings.update(item.split("=", 1) for item in args.set)
     configs = {k: v for k, v in CONFIGS.items() if args.only is None or k.startswith(args.only)}
 
     with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card:
@@ -170,7 +188,7 @@ def main() -> int:
             source = VOICES[i % len(VOICES)]
             first, rest = QUESTIONS[i % len(QUESTIONS)]
             path = voice_clips.write_wav(tmp / f"turn{i}.wav", question_audio(source, first, rest, None))
-            turns.append((source_name(source), path))
+            turns.append((source_name(source), f"{first} {rest}", path))
         for i in range(args.hesitant):
             source = VOICES[i % len(VOICES)]
             first, rest = QUESTIONS[(i * 5 + 3) % len(QUESTIONS)]
@@ -201,6 +219,8 @@ def main() -> int:
     for voice in dict.fromkeys(source_name(v) for v in VOICES):
         row(f"end of speech → first audio, {voice} (median)", lambda r, voice=voice: (
             f"{statistics.median(r['by_voice'][voice]):.3f} s" if r["by_voice"].get(voice) else "-"))
+    row("question words heard right", lambda r: f"{r['words_right']}/{r['words']}")
+    row("speaker underflows", lambda r: str(r["underflows"]))
     row("hesitant questions cut at the pause", lambda r: f"{len(r['cuts'])}/{r['answered']}")
     row("replies started ahead and dropped", lambda r: str(r["dropped_ahead"]))
     for n in names:

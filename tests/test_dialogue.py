@@ -429,8 +429,10 @@ def test_from_settings() -> None:
                                   end_silence_ms=600, min_speech_ms=200, max_utterance_seconds=15,
                                   no_speech_timeout_seconds=5, follow_up_seconds=4,
                                   turn_judgment="transcript", finished_ms=250, max_pause_ms=2000,
+                                  uncertain_pause_ms=1300,
                                   speculative_reply=True)
-    audio = AudioSettings(input_device=None, output_device=None, speaker_tail_ms=300, barge_in=True)
+    audio = AudioSettings(input_device=None, output_device=None, output_latency_ms=100,
+                          speaker_tail_ms=300, barge_in=True)
     d = Dialogue.from_settings(listening, audio)
     assert (d.mode, d.follow_up_seconds, d.barge_in) == ("continued", 4.0, True)
 

@@ -17,7 +17,7 @@ from elara.voice.endpoint import (
 FRAME = 0.08  # the capture frame: 1 280 samples at 16 kHz
 S, Q = True, False  # speech, quiet
 
-DEFAULTS = dict(  # the shipped defaults (config/appsettings.json)
+DEFAULTS = dict(  # the shipped defaults before the end-of-turn judgment (EarlyStartMs is 80 now)
     pre_roll_ms=300,
     end_silence_ms=600,
     min_speech_ms=200,
@@ -294,6 +294,7 @@ def test_from_settings() -> None:
                                   end_silence_ms=480, min_speech_ms=160, max_utterance_seconds=10,
                                   no_speech_timeout_seconds=3, follow_up_seconds=6,
                                   turn_judgment="off", finished_ms=250, max_pause_ms=2000,
+                                  uncertain_pause_ms=1300,
                                   speculative_reply=True)
     stt = SpeechToTextSettings(model="tiny.en", language="en", beam_size=1, window_seconds=10,
                                no_speech_threshold=0.6, early_start_ms=160)

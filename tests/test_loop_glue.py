@@ -94,15 +94,18 @@ class FakeTranscriber:
 
 
 class FakeSynthesizer:
-    """A tenth of a second of audio per sentence."""
+    """A tenth of a second of audio per sentence; `hold` blocks it until set."""
 
     sample_rate = 22_050
 
     def __init__(self, name: str = "voice") -> None:
         self.name = name
         self.said: list[str] = []
+        self.hold: threading.Event | None = None
 
     def synthesize(self, text: str) -> AudioClip:
+        if self.hold is not None:
+            self.hold.wait(5)
         self.said.append(text)
         return AudioClip(np.ones(2205, dtype=np.int16), self.sample_rate)
 
@@ -293,9 +296,11 @@ def test_wake_question_reply_and_follow_up(start):
     assert rig.synthesizer.said == ["Paris is the capital.", "It is lovely."] * 2
     assert len(rig.player.played) == 4
     assert rig.loop.counters.wakes == 1 and rig.loop.counters.turns == 2
-    # Speech ended, then 600 ms of silence ended the utterance; with work taking no time on
-    # this clock, the transcript and the first audio come exactly then.
-    assert timings["speech_end_to_transcript"] == pytest.approx(0.64, abs=0.09)
+    # Speech ended; the speculative transcript came 200 ms into the silence (the third frame),
+    # then 600 ms of silence ended the utterance; with work taking no time on this clock, the
+    # first audio comes exactly then.
+    assert timings["speech_end_to_transcript"] == pytest.approx(0.24, abs=0.01)
+    assert timings["speech_end_to_turn_end"] == pytest.approx(0.64, abs=0.09)
     assert timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.09)
     assert all(v is not None and v >= 0 for v in timings.values()), timings
     assert rig.states[:5] == [d.LISTENING, d.TRANSCRIBING, d.THINKING, d.SPEAKING, d.FOLLOW_UP]
@@ -553,8 +558,7 @@ def test_speech_resumed_after_a_speculation_leaves_no_trace(held):
 
     async def scenario():
         await run_loop(rig, [WAKE] + say(0) + quiet(0.4), wait=False)
-        await settle(rig)
-        for _ in range(20):  # let the reply started ahead get as far as it can
+        for _ in range(50):  # let the reply started ahead get as far as it can
             await asyncio.sleep(0.001)
         assert rig.model.questions == [PHRASES[0]]  # it was started
         assert rig.player.played == [] and rig.store.messages == []
@@ -588,3 +592,54 @@ def test_a_failed_speculative_transcript_falls_back_to_end_silence(caplog):
     asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
     assert rig.loop.counters.failed_turns == 1 and rig.loop.state == d.IDLE
     assert rig.model.questions == [] and rig.store.messages == []
+
+
+def test_a_finished_pause_lasts_until_the_reply_could_be_heard():
+    """Judged finished, but the reply's first audio isn't ready yet: the person who goes on
+    speaking in that time is not cut off (a pause after a whole clause, "How far is it from
+    Paris … to Berlin?")."""
+    rig = make_rig(judge=True, speculate=True)
+    rig.synthesizer.hold = threading.Event()  # synthesis still busy
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(FINISHED), wait=False)
+        await run_loop(rig, quiet(0.8), wait=False)  # 800 ms: judged finished, audio not ready
+        for _ in range(20):
+            await asyncio.sleep(0.001)
+        assert rig.loop.state == d.LISTENING
+        await run_loop(rig, say(WHOLE, 0.5), wait=False)  # the person goes on
+        rig.synthesizer.hold.set()
+        await settle(rig)
+        await run_loop(rig, quiet(0.8))
+
+    asyncio.run(scenario())
+    assert rig.loop.counters.speculations_discarded == 1
+    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert len(rig.player.played) == 2
+
+
+def test_a_held_reply_is_synthesized_but_not_played_until_released():
+    async def scenario():
+        synthesizer, player = FakeSynthesizer(), FakePlayer()
+        sink = SpeechSink(synthesizer, player)
+        sink.hold()
+        await sink.say("Paris is the capital.")
+        await asyncio.wait_for(sink.audio_ready(), 2)  # synthesized …
+        await asyncio.sleep(0.01)
+        assert synthesizer.said == ["Paris is the capital."] and player.played == []  # … unheard
+        sink.release()
+        await sink.finish()
+        assert len(player.played) == 1 and not sink.held
+
+        sink.hold()
+        await sink.say("Dropped unheard.")
+        await sink.stop()
+        assert len(player.played) == 1 and not sink.held  # stop() drops the held audio
+        waiter = asyncio.create_task(sink.audio_ready())  # nothing said: waits …
+        await asyncio.sleep(0.01)
+        assert not waiter.done()
+        await sink.stop()  # … until this reply is stopped
+        await asyncio.wait_for(waiter, 1)
+
+    asyncio.run(scenario())

@@ -334,3 +334,80 @@ def test_first_token_times_the_first_visible_text(tmp_path):
     assert result.ok and sink.sentences == ["Paris."]
     assert result.timings.first_token == 6.0  # "Paris", the sixth fragment, not "<th"
     assert result.timings.first_sentence == 7.0
+
+
+# -- a speculative turn: the reply worked out before the turn is confirmed ---------------------
+
+
+class Observer:
+    """Records what the orchestrator tells turn observers."""
+
+    def __init__(self):
+        self.events = []
+
+    def turn_started(self):
+        self.events.append("started")
+
+    def turn_finished(self, user, reply):
+        self.events.append(("finished", user.content, reply and reply.content))
+
+    def turn_abandoned(self):
+        self.events.append("abandoned")
+
+
+def test_a_speculative_turn_stores_nothing_until_committed_then_user_before_reply(tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "Berlin is the capital. It is big."
+    store = ConversationStore(tmp_path, "k")
+    sink, observer = ListSink(), Observer()
+    orchestrator, _ = make(store, ollama_server.url, sink)
+    orchestrator.observers.append(observer)
+
+    async def scenario():
+        commit = asyncio.Event()
+        task = asyncio.create_task(orchestrator.on_prompt_ready(
+            PromptReady("What is the capital of Germany?"), commit=commit))
+        for _ in range(200):  # the reply streams to its end while the turn is unconfirmed
+            if len(sink.sentences) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert sink.sentences == ["Berlin is the capital.", "It is big."]
+        assert store.read_tail(5) == [] and not task.done()
+        commit.set()
+        return await task
+
+    result = _runner.run(scenario())
+    assert result.ok and result.user_stored and result.assistant_stored
+    assert [(m.role, m.content) for m in store.read_tail(5)] == [
+        (ChatRole.USER, "What is the capital of Germany?"),
+        (ChatRole.ASSISTANT, "Berlin is the capital. It is big.")]
+    assert observer.events == ["started", ("finished", "What is the capital of Germany?",
+                                           "Berlin is the capital. It is big.")]
+
+
+def test_a_speculative_turn_cancelled_before_commit_leaves_nothing(tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "A long answer. " * 20
+    ollama_server.fault, ollama_server.slow_delay = "slow", 0.05
+    store = ConversationStore(tmp_path, "k")
+    sink, observer = ListSink(), Observer()
+    orchestrator, _ = make(store, ollama_server.url, sink)
+    orchestrator.observers.append(observer)
+
+    async def scenario():
+        task = asyncio.create_task(orchestrator.on_prompt_ready(
+            PromptReady("What is the capital of"), commit=asyncio.Event()))
+        for _ in range(200):
+            if sink.sentences:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert store.read_tail(5) == []
+        # the next turn is not blocked by the dropped one
+        ollama_server.fault = "none"
+        return await orchestrator.on_prompt_ready(PromptReady("Thanks"))
+
+    result = _runner.run(scenario())
+    assert result.user_stored
+    assert [m.content for m in store.read_tail(5) if m.role is ChatRole.USER] == ["Thanks"]
+    assert observer.events[:2] == ["started", "abandoned"]
+    assert store.read_tail(5)[0].content == "Thanks"

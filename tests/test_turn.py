@@ -131,6 +131,22 @@ def test_decision_table(silence, p, text, verdict, action, end_after):
     assert judgment.reason
 
 
+@pytest.mark.parametrize(("text", "logprob", "verdict"), [
+    ("What is the capital of France?", -0.12, Verdict.FINISHED),  # Whisper sure of its words
+    ("What is the capital of France?", -0.30, Verdict.FINISHED),  # at the threshold
+    ("Tell me a fun fact I'm out.", -0.41, Verdict.UNKNOWN),  # "…fun fact about" half heard
+    ("Can you tell me?", -0.49, Verdict.UNKNOWN),  # "Can you tell me the" with "the" lost
+    ("What is the capital of", -0.05, Verdict.UNFINISHED),  # unfinished words need no doubt
+    ("What is the capital of France?", None, Verdict.FINISHED),  # no score: the words decide
+])
+def test_a_full_stop_whisper_is_unsure_of_is_not_trusted(text, logprob, verdict):
+    thresholds = TurnThresholds(uncertain_ms=1300)
+    judgment = judge(PauseSignals(silence_ms=250, transcript=text, transcript_logprob=logprob), thresholds)
+    assert judgment.verdict is verdict
+    if verdict is Verdict.UNKNOWN:
+        assert judgment.end_after_ms == 1300 and "unsure" in judgment.reason
+
+
 def test_uncertain_wait_is_its_own_setting():
     thresholds = TurnThresholds(uncertain_ms=1400, end_silence_ms=600)
     judgment = judge(PauseSignals(silence_ms=700, smart_turn=0.5), thresholds)

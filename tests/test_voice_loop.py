@@ -4,6 +4,7 @@ speaker on the virtual sound card."""
 
 import asyncio
 import time
+from dataclasses import replace
 
 import pytest
 import voice_clips
@@ -18,6 +19,7 @@ from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop, VoiceParts, strip_wake_phrase
 from elara.voice.speech import SpeechSink, first_chunk
 from elara.voice.stt import phantom_reason
+from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.vad import SileroVad
 from elara.voice.wake import WakeWordDetector
 from elara.wiring import make_language_model, make_orchestrator
@@ -35,7 +37,7 @@ def loop_parts(sound_card, ollama_server, tmp_path, hey_jarvis_path, transcriber
                                   "ELARA__LanguageModel__Model": "test-model"})
     runner = asyncio.Runner()
 
-    def build(*, barge_in=False, mode="continued"):
+    def build(*, barge_in=False, mode="continued", judge=False):
         async def make():
             store = ConversationStore(tmp_path / "store", "loop key")
             speaker = Speaker(None)
@@ -45,10 +47,14 @@ def loop_parts(sound_card, ollama_server, tmp_path, hey_jarvis_path, transcriber
             parts = VoiceParts(
                 dialogue=d.Dialogue(mode, FOLLOW_UP, barge_in=barge_in),
                 wake=WakeWordDetector([hey_jarvis_path]), vad=SileroVad(), vad_threshold=0.5,
-                segmenter=Segmenter.from_settings(settings.listening, settings.speech_to_text),
+                segmenter=Segmenter.from_settings(
+                    settings.listening if judge else replace(settings.listening, turn_judgment="off"),
+                    settings.speech_to_text),
                 transcriber=transcriber, phantom_reason=phantom_reason, orchestrator=orchestrator,
                 speech=speech, microphone=Microphone(None), pre_roll_ms=300, speaker_tail_ms=400,
-                wake_phrases=("hey jarvis",))
+                wake_phrases=("hey jarvis",),
+                judge=TurnJudge(TurnThresholds.from_settings(settings.listening, ("hey jarvis",)))
+                if judge else None, speculative_reply=judge)
             return VoiceLoop(parts, clock=clock), speaker, store
         return runner.run(make())
 
@@ -163,6 +169,91 @@ def test_the_wake_word_is_deaf_while_elara_speaks_unless_barge_in(loop_parts, ol
             assert loop.counters.wakes == 2 and state == d.LISTENING
         else:
             assert loop.counters.wakes == 1 and state == d.SPEAKING
+
+
+async def feed_in_time(loop: VoiceLoop, samples, start: float) -> float:
+    """Feed a clip as frames at the pace a microphone delivers them (80 ms apart), so the work
+    done in a pause (Whisper, the judgment, the reply started ahead) takes its real time."""
+    at, began = start, time.monotonic()
+    for frame in voice_clips.frames(samples, start=start):
+        await asyncio.sleep(max(0.0, began + (frame.captured_at - start) - time.monotonic()))
+        loop.clock.frame(frame.captured_at)
+        await loop.on_frame(frame)
+        at = frame.captured_at
+    return at
+
+
+def one_breath(first: str, rest: str, pause_ms: int, voice: str) -> object:
+    """espeak-ng saying the question in one go with a thinking pause inside (SSML <break>)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "q.wav"
+        subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-v", voice, "-s", "150",
+                        f'<speak>{first} <break time="{pause_ms}ms"/> {rest}</speak>'],
+                       check=True, capture_output=True)
+        native, rate = voice_clips.read_wav(raw)
+    return voice_clips.resample(native, rate)
+
+
+@pytest.mark.parametrize("first, rest, voice", [
+    ("What is the capital of", "Germany?", "en-us"),
+    ("Can you tell me the", "weather for tomorrow?", "en-gb"),
+])
+def test_a_question_with_a_thinking_pause_reaches_the_model_whole(loop_parts, ollama_server,
+                                                                   first, rest, voice):
+    """One breath, a 1.1 s pause inside (which EndSilenceMs = 600 alone would cut): sent whole,
+    stored user → assistant."""
+    runner, build = loop_parts
+    loop, speaker, store = build(mode="wake_word", judge=True)
+    clip = voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
+                              voice_clips.silence(0.6), one_breath(first, rest, 1100, voice))
+
+    async def scenario():
+        t = await feed_in_time(loop, clip, start=1000.0)
+        await settle(loop, t, lambda: loop.state == d.IDLE and not loop.busy)
+        await speaker.close()
+
+    runner.run(scenario())
+    asked = [body["messages"][-1]["content"].lower() for body in chats(ollama_server)]
+    last_word = rest.split()[-1].strip("?").lower()
+    assert asked and last_word in asked[-1], asked
+    assert loop.counters.turns == 1
+    stored = store.read_tail(5)
+    assert [m.role for m in stored] == [ChatRole.USER, ChatRole.ASSISTANT]
+    assert last_word in stored[0].content.lower()
+
+
+def test_speech_resumed_after_the_reply_was_started_ahead_leaves_no_trace(loop_parts, ollama_server):
+    """A finished sentence, a pause, then more: the reply started on the first sentence (the
+    model is slow, so none of it is ready) is cancelled and dropped; only the whole turn is
+    stored and answered."""
+    ollama_server.responder = lambda endpoint, body: "Sure."
+    ollama_server.fault, ollama_server.slow_delay = "slow", 2.5
+    runner, build = loop_parts
+    loop, speaker, store = build(mode="wake_word", judge=True)
+    clip = voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
+                              voice_clips.silence(0.6),
+                              voice_clips.piper_speech("What is the capital of France?"),
+                              voice_clips.silence(1.0),
+                              voice_clips.piper_speech("And what is the capital of Spain?"))
+
+    async def scenario():
+        t = await feed_in_time(loop, clip, start=1000.0)
+        await settle(loop, t, lambda: loop.state == d.IDLE and not loop.busy, limit_seconds=60)
+        await speaker.close()
+
+    runner.run(scenario())
+    asked = [body["messages"][-1]["content"].lower() for body in chats(ollama_server)]
+    assert loop.counters.speculations_discarded >= 1, asked
+    assert "spain" not in asked[0] and "spain" in asked[-1]
+    stored = store.read_tail(5)
+    assert [m.role for m in stored] == [ChatRole.USER, ChatRole.ASSISTANT]
+    assert "france" in stored[0].content.lower() and "spain" in stored[0].content.lower()
+    assert stored[1].content == "Sure."
+    assert loop.counters.turns == 1
 
 
 def test_strip_wake_phrase():

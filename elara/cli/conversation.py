@@ -83,7 +83,7 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
         from elara.voice.engines import load_synthesizer
         from elara.voice.speech import SpeechSink
 
-        speaker = Speaker(settings.audio.output_device)
+        speaker = Speaker(settings.audio.output_device, latency=settings.audio.output_latency_ms / 1000)
         speech = SpeechSink(await asyncio.to_thread(load_synthesizer, settings), speaker,
                             first_chunk_words=settings.text_to_speech.first_chunk_words)
         sink = TeeSink(printer, speech)

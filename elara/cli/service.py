@@ -34,4 +34,9 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     if timings:
         print("  last turn: " + ", ".join(
             f"{k.replace('_', ' ')} {'-' if v is None else f'{v:.3f} s'}" for k, v in timings.items()))
+    judgment = snapshot.get("last_judgment") or {}
+    if judgment:
+        print(f"  last pause: judged {judgment['verdict']} ({judgment['reason']}) at "
+              f"{judgment['at_silence_ms']:.0f} ms of silence: it could end the turn after "
+              f"{judgment['end_after_ms']} ms")
     return 0

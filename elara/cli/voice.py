@@ -47,7 +47,7 @@ def _say(args: argparse.Namespace, settings: Settings) -> int:
     async def play() -> None:
         from elara.audio.playback import Speaker
 
-        speaker = Speaker(settings.audio.output_device)
+        speaker = Speaker(settings.audio.output_device, latency=settings.audio.output_latency_ms / 1000)
         try:
             await speaker.play(clip)
         finally:

@@ -114,6 +114,7 @@ class _Turn:
     wake: float | None = None
     listening: float | None = None
     speech_end: float | None = None
+    turn_end: float | None = None  # when the pause was taken as the end of the turn
     transcript: float | None = None
     first_token: float | None = None
     first_audio: float | None = None
@@ -130,6 +131,7 @@ class _Speculation:
     text: str
     started: float
     commit: asyncio.Event
+    holding: asyncio.Event  # set once the sink holds this reply's audio
     task: asyncio.Task[TurnResult]
 
 
@@ -163,6 +165,7 @@ class VoiceLoop:
         self._last_speech_at: float | None = None
         self._utterance: UtteranceEnded | None = None
         self._speculative: tuple[tuple[float, float], asyncio.Task[Transcript]] | None = None
+        self._speculative_at: tuple[asyncio.Task[Transcript], float] | None = None  # when it came
         self._speculation: _Speculation | None = None
         self._dropping: asyncio.Task[None] | None = None  # a speculation being dropped
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
@@ -325,6 +328,7 @@ class VoiceLoop:
         elif isinstance(event, UtteranceEnded):
             self._utterance = event
             self._turn.speech_end = self._last_speech_at
+            self._turn.turn_end = now
             self._handle(d.UtteranceCaptured(at=now))
         elif isinstance(event, NoSpeech):
             self.counters.no_speech += 1
@@ -348,29 +352,51 @@ class VoiceLoop:
             transcript = None
         if self._speculative is None or self._speculative[1] is not task or not self._listening:
             return  # speech resumed, or the turn moved on, while Whisper worked
+        self._speculative_at = (task, self._clock())
         segmenter = parts.segmenter
         began = self._clock()
         judgment = None
         if parts.judge is not None:
             judgment = parts.judge.judge(PauseSignals(
                 silence_ms=segmenter.silence_ms,
-                transcript=None if transcript is None else transcript.text))
+                transcript=None if transcript is None else transcript.text,
+                transcript_logprob=None if transcript is None else transcript.avg_logprob))
             self._turn.judgment = judgment
             self._turn.judged_at_silence_ms = segmenter.silence_ms
             self._turn.judge_seconds = self._clock() - began
             log.info("pause judged %s at %.0f ms of silence (%s): the turn ends after %d ms",
                      judgment.verdict.value, segmenter.silence_ms, judgment.reason,
                      judgment.end_after_ms)
+        speculation = None
         if transcript is not None and parts.speculative_reply and (
                 judgment is None or judgment.verdict is not Verdict.UNFINISHED):
             text, reason = self._heard(transcript)
             if reason is None:
-                self._start_speculation(text, parts)
-        if parts.judge is not None:
-            # No transcript (Whisper failed): the plain EndSilenceMs rule ends this pause.
-            end_after = segmenter.end_silence_ms if judgment is None else judgment.end_after_ms
-            for event in segmenter.end_pause_after(end_after):
-                self._on_segment_event(event, self._clock())
+                speculation = self._start_speculation(text, parts)
+        if parts.judge is None:
+            return
+        # No transcript (Whisper failed): the plain EndSilenceMs rule ends this pause.
+        end_after = segmenter.end_silence_ms if judgment is None else judgment.end_after_ms
+        if speculation is not None:
+            # The reply can't be heard before its first audio exists anyway: until then the
+            # person may still go on, and the pause ends no sooner (up to MaxPauseMs).
+            await self._audio_ready(speculation, parts)
+            if self._speculation is not speculation or not self._listening:
+                return
+        for event in segmenter.end_pause_after(end_after):
+            self._on_segment_event(event, self._clock())
+
+    async def _audio_ready(self, speculation: _Speculation, parts: VoiceParts) -> None:
+        """Wait until the speculation's first audio is synthesized, or the speculation is over."""
+        async def ready() -> None:
+            await speculation.holding.wait()
+            await parts.speech.audio_ready()
+
+        waiter = asyncio.ensure_future(ready())
+        try:
+            await asyncio.wait({waiter, speculation.task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
 
     def _heard(self, transcript: Transcript) -> tuple[str, str | None]:
         """The user's words without the wake phrase, and why they are no question (or None)."""
@@ -380,10 +406,10 @@ class VoiceLoop:
             reason = WAKE_PHRASE_ONLY
         return text, reason
 
-    def _start_speculation(self, text: str, parts: VoiceParts) -> None:
+    def _start_speculation(self, text: str, parts: VoiceParts) -> _Speculation:
         text = text.strip()
         self._drop_speculation("a newer transcript")
-        commit = asyncio.Event()
+        commit, holding = asyncio.Event(), asyncio.Event()
         previous = self._dropping
 
         async def speculate() -> TurnResult:
@@ -391,12 +417,15 @@ class VoiceLoop:
                 await asyncio.gather(previous, return_exceptions=True)
             if not commit.is_set():  # the turn may have been confirmed while the drop finished
                 parts.speech.hold()
+            holding.set()
             return await parts.orchestrator.on_prompt_ready(PromptReady(text, source="voice"),
                                                              commit=commit)
 
         log.debug("answering ahead: %s", text)
         self._speculation = _Speculation(text=text, started=self._clock(), commit=commit,
+                                         holding=holding,
                                          task=asyncio.create_task(speculate(), name="speculation"))
+        return self._speculation
 
     def _drop_speculation(self, why: str) -> None:
         speculation, self._speculation = self._speculation, None
@@ -493,7 +522,11 @@ class VoiceLoop:
             return
         finally:
             self._buffer = []
-        self._turn.transcript = now = self._clock()
+        now = self._clock()
+        came = self._speculative_at
+        # The speculative transcript counts from when it came, not from when the turn ended.
+        self._turn.transcript = (came[1] if speculative is not None and came is not None
+                                 and came[0] is speculative[1] and speculative[0] == span else now)
         text, reason = self._heard(transcript)
         if reason == WAKE_PHRASE_ONLY:
             # "Hey Jarvis" and a pause (a follow-up often starts with it too): the question is
@@ -562,6 +595,7 @@ class VoiceLoop:
             "judge_ms": None if t.judge_seconds is None else t.judge_seconds * 1000}
         self.last_timings = {
             "wake_to_listening": span(t.wake, t.listening),
+            "speech_end_to_turn_end": span(t.speech_end, t.turn_end),
             "speech_end_to_transcript": span(t.speech_end, t.transcript),
             "transcript_to_first_token": span(t.transcript, t.first_token),
             "first_token_to_first_audio": span(t.first_token, t.first_audio),

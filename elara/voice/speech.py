@@ -67,6 +67,7 @@ class SpeechSink:
         self._first_in_reply = True
         self._released = asyncio.Event()
         self._released.set()
+        self._audio_ready = asyncio.Event()
         #: monotonic time the current reply's first sample was heard (None before)
         self.first_audio_at: float | None = None
         #: called once per reply when its first audio starts
@@ -101,6 +102,11 @@ class SpeechSink:
         """Play the held reply (the turn it answers is confirmed over)."""
         self._released.set()
 
+    async def audio_ready(self) -> None:
+        """Return once the current reply's first audio is synthesized (or the reply was stopped
+        or ended without any)."""
+        await self._audio_ready.wait()
+
     @property
     def held(self) -> bool:
         """True while a reply is held back."""
@@ -127,6 +133,8 @@ class SpeechSink:
         self._clips = asyncio.Queue()
         self._first_in_reply = True
         self._released.set()
+        self._audio_ready.set()  # nobody waits for this reply's audio any more
+        self._audio_ready = asyncio.Event()
 
     def _ensure_running(self) -> None:
         if not self._tasks:
@@ -145,7 +153,9 @@ class SpeechSink:
                     continue
                 if len(clip.samples):
                     await self._clips.put(clip)
+                    self._audio_ready.set()
         finally:
+            self._audio_ready.set()
             self._clips.put_nowait(None)
 
     async def _play_all(self) -> None:
