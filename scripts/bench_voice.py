@@ -62,7 +62,9 @@ VOICES = (("piper", 1.0), ("piper", 1.2), ("espeak", "en-us", 150), ("espeak", "
           ("espeak", "en-gb", 160))
 #: the end-of-turn settings compared: as before this issue, and the shipped defaults
 CONFIGS = {"before (EndSilenceMs 600 alone)": {"Listening__TurnJudgment": "off",
-                                              "Listening__SpeculativeReply": "false"},
+                                              "Listening__SpeculativeReply": "false",
+                                              "SpeechToText__EarlyStartMs": "200",
+                                              "Audio__OutputLatencyMs": "100"},
            "now (judged pauses, reply started ahead)": {}}
 _WORDS = re.compile(r"[a-z0-9']+")
 
@@ -80,6 +82,21 @@ def asked(server: FakeOllamaServer, before: int) -> str:
     """The user's words of the last chat request after the first `before` ones ('' if none)."""
     chats = [body for path, body in server.requests if path == "/api/chat"][before:]
     return chats[-1]["messages"][-1]["content"] if chats else ""
+
+
+def speak_into(daemon: DaemonProcess, card: VirtualSoundCard, clip: Path) -> str | None:
+    """Play a clip into the mic; the turn's timing line once Elara is idle again (None: no turn)."""
+    turns, idle = daemon.count("turn timings"), daemon.count("waiting for the wake word")
+    card.play_into_mic(clip)
+    try:
+        line = daemon.wait_for("turn timings", count=turns + 1, timeout=30)
+    except AssertionError:
+        line = None
+    try:  # a clip that never woke her leaves no line to wait for
+        daemon.wait_for("waiting for the wake word", count=idle + 1, timeout=60 if line else 5)
+    except AssertionError:
+        pass
+    return line
 
 
 def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
@@ -102,17 +119,12 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
             cpu0, wall0 = cpu_seconds(pid), time.monotonic()
             time.sleep(args.idle_seconds)
             out["idle_cpu"] = (cpu_seconds(pid) - cpu0) / (time.monotonic() - wall0) * 100
-            done = 0
             for voice, question, clip in turns:
                 before = len([1 for path, _ in server.requests if path == "/api/chat"])
-                card.play_into_mic(clip)
-                try:
-                    line = daemon.wait_for("turn timings", count=done + 1, timeout=60)
-                except AssertionError:
+                line = speak_into(daemon, card, clip)
+                if line is None:
                     print(f"  {voice}: no turn (not woken?)", file=sys.stderr)
                     continue
-                done += 1
-                daemon.wait_for("waiting for the wake word", count=done + 1, timeout=30)
                 t = parse_timings(line)
                 out["timings"].append(t)
                 out["by_voice"].setdefault(voice, []).append(t["speech_end_to_first_audio"])
@@ -123,21 +135,17 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
                 print(f"  {voice}: {t['speech_end_to_first_audio']:.3f} s", file=sys.stderr)
             for voice, first, rest, clip in hesitant:
                 before = len([1 for path, _ in server.requests if path == "/api/chat"])
-                card.play_into_mic(clip)
-                try:
-                    daemon.wait_for("turn timings", count=done + 1, timeout=60)
-                except AssertionError:
+                if speak_into(daemon, card, clip) is None:
                     print(f"  {voice} hesitant: no turn (not woken?)", file=sys.stderr)
                     continue
-                done += 1
-                daemon.wait_for("waiting for the wake word", count=done + 1, timeout=30)
                 text = asked(server, before)
                 # Cut: what reached the model has no more words than the part before the pause.
                 cut = len(_WORDS.findall(text.lower())) <= len(_WORDS.findall(first.lower()))
                 out["answered"] += 1
                 if cut:
                     out["cuts"].append(f"{voice}: {first} … {rest}")
-                print(f"  {voice} {'CUT' if cut else 'whole'}: {first!r} … {rest!r}", file=sys.stderr)
+                print(f"  {voice} {'CUT' if cut else 'whole'}: {first!r} … {rest!r} → asked {text!r}",
+                      file=sys.stderr)
             out["dropped_ahead"] = sum(1 for line in daemon.lines if "dropped the reply started ahead" in line)
             out["rss_after"] = rss_mib(pid)
             status = subprocess.run([str(REPO / ".venv/bin/elara"), "status", "--json"], env=env,

@@ -173,6 +173,7 @@ class VoiceLoop:
         self._turn = _Turn()
         self._swap: _Swap | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._rearming = False
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -490,7 +491,8 @@ class VoiceLoop:
                     self._work.cancel()
             elif isinstance(intent, d.ArmWakeWord):
                 self.parts.wake.reset()
-                log.info("waiting for the wake word")
+                if not self._rearming:
+                    log.info("waiting for the wake word")
 
     def _start_listening(self, intent: d.StartListening) -> None:
         self._drop_speculation("listening anew")
@@ -532,9 +534,13 @@ class VoiceLoop:
             # "Hey Jarvis" and a pause (a follow-up often starts with it too): the question is
             # still to come, so the wake phrase alone never ends the turn — listen for it.
             log.info("heard only the wake word: listening for the question")
-            self._handle(d.TranscriptRejected(reason=reason, at=now, turn=turn))
-            self._turn = _Turn(wake=now)
-            self._handle(d.WakeDetected(at=now))
+            self._rearming = True  # idle only for a moment: not "waiting for the wake word"
+            try:
+                self._handle(d.TranscriptRejected(reason=reason, at=now, turn=turn))
+                self._turn = _Turn(wake=now)
+                self._handle(d.WakeDetected(at=now))
+            finally:
+                self._rearming = False
             return
         if reason is not None:
             self.counters.rejected_utterances += 1
