@@ -79,8 +79,10 @@ def question_audio(source: tuple, first: str, rest: str, pause_ms: int | None):
 
 
 def asked(server: FakeOllamaServer, before: int) -> str:
-    """The user's words of the last chat request after the first `before` ones ('' if none)."""
+    """The user's words of the last streamed chat request (a reply, not memory's background
+    work) after the first `before` ones ('' if none)."""
     chats = [body for path, body in server.requests if path == "/api/chat"][before:]
+    chats = [body for body in chats if body.get("stream", True)]
     return chats[-1]["messages"][-1]["content"] if chats else ""
 
 
