@@ -166,6 +166,7 @@ class VoiceLoop:
         self._utterance: UtteranceEnded | None = None
         self._speculative: tuple[tuple[float, float], asyncio.Task[Transcript]] | None = None
         self._speculative_at: tuple[asyncio.Task[Transcript], float] | None = None  # when it came
+        self._ahead: asyncio.Task[Transcript] | None = None  # the last speculative transcription
         self._speculation: _Speculation | None = None
         self._dropping: asyncio.Task[None] | None = None  # a speculation being dropped
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
@@ -318,9 +319,7 @@ class VoiceLoop:
             # Open the speaker too: opening the device would otherwise delay the first sentence.
             self._spawn(self.parts.speech.prepare(), "prepare-speaker")
             span = (event.start, event.end)
-            samples = self._slice(*span)
-            task = asyncio.create_task(asyncio.to_thread(self.parts.transcriber.transcribe, samples),
-                                       name="speculative-stt")
+            task = self._transcribe_ahead(self._slice(*span))
             self._speculative = (span, task)
             self._spawn(self._judge_pause(task, self.parts), "judge-pause")
         elif isinstance(event, SpeechResumed):
@@ -398,6 +397,22 @@ class VoiceLoop:
             await asyncio.wait({waiter, speculation.task}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
+
+    def _transcribe_ahead(self, samples: np.ndarray) -> asyncio.Task[Transcript]:
+        """Whisper on the words so far, one at a time: a short gap between words starts one too,
+        and two running side by side on two cores would slow the one at the real end."""
+        previous = self._ahead
+
+        async def transcribe() -> Transcript:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            if self._speculative is None or self._speculative[1] is not task:
+                raise asyncio.CancelledError  # speech resumed while it waited: nobody needs it
+            return await asyncio.to_thread(self.parts.transcriber.transcribe, samples)
+
+        task = asyncio.create_task(transcribe(), name="speculative-stt")
+        self._ahead = task
+        return task
 
     def _heard(self, transcript: Transcript) -> tuple[str, str | None]:
         """The user's words without the wake phrase, and why they are no question (or None)."""
