@@ -15,12 +15,15 @@ from elara.voice.models import TURN_MODEL_KEY, resolve_turn_model, smart_turn_pa
 from elara.voice.turn import (
     Action,
     Ending,
+    Judgment,
     PauseSignals,
     TurnJudge,
     TurnThresholds,
     Verdict,
+    answer_ahead,
     is_wake_phrase_only,
     judge,
+    pause_limit_ms,
     transcript_ending,
 )
 
@@ -256,3 +259,24 @@ def test_smart_turn_gives_a_probability():
     p = model.probability((rng.standard_normal(24_000) * 2000).astype(np.int16))
     assert 0.0 <= p <= 1.0 and model.last_seconds > 0
     assert "pipecat" not in sys.modules
+
+
+def _judged(verdict: Verdict) -> Judgment:
+    return Judgment(verdict, Action.WAIT, 250, Ending.UNKNOWN, "test")
+
+
+@pytest.mark.parametrize(("judgment", "enabled", "is_question", "ahead"), [
+    (_judged(Verdict.FINISHED), True, True, True),
+    (_judged(Verdict.UNKNOWN), True, True, True),  # the wait hides the model and the voice
+    (_judged(Verdict.UNFINISHED), True, True, False),  # more words are coming: don't ask yet
+    (None, True, True, True),  # the judgment is off: still answer ahead during EndSilenceMs
+    (_judged(Verdict.FINISHED), False, True, False),  # Listening.SpeculativeReply off
+    (_judged(Verdict.FINISHED), True, False, False),  # noise, or the wake phrase alone
+])
+def test_when_the_reply_is_started_ahead(judgment, enabled, is_question, ahead):
+    assert answer_ahead(judgment, enabled=enabled, is_question=is_question) is ahead
+
+
+def test_a_pause_without_a_judgment_ends_after_end_silence():
+    assert pause_limit_ms(None, 600) == 600
+    assert pause_limit_ms(_judged(Verdict.FINISHED), 600) == 250

@@ -30,7 +30,14 @@ from elara.orchestrator import TurnResult
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript
-from elara.voice.turn import Judgment, PauseSignals, TurnJudge, Verdict, is_wake_phrase_only
+from elara.voice.turn import (
+    Judgment,
+    PauseSignals,
+    TurnJudge,
+    answer_ahead,
+    is_wake_phrase_only,
+    pause_limit_ms,
+)
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection
 
@@ -368,15 +375,13 @@ class VoiceLoop:
                      judgment.verdict.value, segmenter.silence_ms, judgment.reason,
                      judgment.end_after_ms)
         speculation = None
-        if transcript is not None and parts.speculative_reply and (
-                judgment is None or judgment.verdict is not Verdict.UNFINISHED):
+        if transcript is not None:
             text, reason = self._heard(transcript)
-            if reason is None:
+            if answer_ahead(judgment, enabled=parts.speculative_reply, is_question=reason is None):
                 speculation = self._start_speculation(text, parts)
         if parts.judge is None:
             return
-        # No transcript (Whisper failed): the plain EndSilenceMs rule ends this pause.
-        end_after = segmenter.end_silence_ms if judgment is None else judgment.end_after_ms
+        end_after = pause_limit_ms(judgment, round(segmenter.end_silence_ms))
         if speculation is not None:
             # The reply can't be heard before its first audio exists anyway: until then the
             # person may still go on, and the pause ends no sooner (up to MaxPauseMs).

@@ -245,6 +245,20 @@ def judge(signals: PauseSignals, thresholds: TurnThresholds | None = None) -> Ju
     return Judgment(verdict, action, end_after, ending, reason)
 
 
+def answer_ahead(judgment: Judgment | None, *, enabled: bool, is_question: bool) -> bool:
+    """Start the reply before the pause is over? Only for words that are a question (not noise,
+    not the wake phrase alone) and not judged unfinished; `judgment` None: the judgment is off."""
+    if not enabled or not is_question:
+        return False
+    return judgment is None or judgment.verdict is not Verdict.UNFINISHED
+
+
+def pause_limit_ms(judgment: Judgment | None, end_silence_ms: int) -> int:
+    """The silence that ends this pause: the judgment's, or EndSilenceMs without one (Whisper
+    failed)."""
+    return end_silence_ms if judgment is None else judgment.end_after_ms
+
+
 class TurnJudge:
     """`judge` with settled thresholds (swap `thresholds` on a settings reload)."""
 
