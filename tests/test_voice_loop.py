@@ -206,6 +206,7 @@ def test_a_question_with_a_thinking_pause_reaches_the_model_whole(loop_parts, ol
                                                                    first, rest, voice):
     """One breath, a 1.1 s pause inside (which EndSilenceMs = 600 alone would cut): sent whole,
     stored user → assistant."""
+    ollama_server.responder = lambda endpoint, body: "Here you are."
     runner, build = loop_parts
     loop, speaker, store = build(mode="wake_word", judge=True)
     clip = voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
@@ -231,7 +232,7 @@ def test_speech_resumed_after_the_reply_was_started_ahead_leaves_no_trace(loop_p
     model is slow, so none of it is ready) is cancelled and dropped; only the whole turn is
     stored and answered."""
     ollama_server.responder = lambda endpoint, body: "Sure."
-    ollama_server.fault, ollama_server.slow_delay = "slow", 2.5
+    ollama_server.fault, ollama_server.slow_delay = "slow", 1.5
     runner, build = loop_parts
     loop, speaker, store = build(mode="wake_word", judge=True)
     clip = voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
