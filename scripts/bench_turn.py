@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +33,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 
-from voice_clips import cache_dir, frames, piper_speech, read_wav, resample, silence, write_wav  # noqa: E402
+from voice_clips import espeak_ssml, frames, piper_speech, silence  # noqa: E402
 
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
 from elara.voice.turn import (  # noqa: E402
@@ -100,23 +98,6 @@ def voice_of(source: tuple) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # clips
-
-
-def espeak_ssml(ssml: str, voice: str, speed: int) -> np.ndarray:
-    """SSML spoken by espeak-ng in one go, 16 kHz, cached."""
-    import hashlib
-
-    path = cache_dir() / f"ssml-{hashlib.sha256(repr((ssml, voice, speed)).encode()).hexdigest()[:16]}.wav"
-    if path.exists():
-        return read_wav(path)[0]
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        raw = Path(tmp) / "raw.wav"
-        subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-s", str(speed), "-v", voice, ssml],
-                       check=True, capture_output=True)
-        native, rate = read_wav(raw)
-    samples = resample(native, rate, SAMPLE_RATE)
-    write_wav(path, samples)
-    return samples
 
 
 def quiet_runs(samples: np.ndarray, min_ms: float = 40.0) -> list[tuple[int, int]]:

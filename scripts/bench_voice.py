@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "scripts")]
 
 import voice_clips  # noqa: E402
+from bench_turn import PAUSES_MS, QUESTIONS, source_name, speak  # noqa: E402
 from daemon_process import DaemonProcess, daemon_env  # noqa: E402
 from ollama_server import FakeOllamaServer  # noqa: E402
 from pulse import VirtualSoundCard  # noqa: E402
@@ -71,8 +72,6 @@ _WORDS = re.compile(r"[a-z0-9']+")
 
 def question_audio(source: tuple, first: str, rest: str, pause_ms: int | None):
     """A question in one breath (with a thinking pause of pause_ms after `first`), after the wake phrase."""
-    from bench_turn import speak  # noqa: PLC0415 - the turn bench's one-breath clips
-
     return voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
                               voice_clips.silence(0.6), speak(source, first, rest, pause_ms),
                               voice_clips.silence(2.6))
@@ -161,11 +160,6 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
     return out
 
 
-def source_name(source: tuple) -> str:
-    """Short name of a voice."""
-    return f"Piper joe x{source[1]:g}" if source[0] == "piper" else f"espeak {source[1]}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=25, help="finished questions, over the voices")
@@ -179,9 +173,6 @@ def main() -> int:
                         help="answer with the embedded model (the built-in one, or this GGUF) "
                              "instead of the instant Ollama-protocol server")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO / "scripts"))
-    from bench_turn import PAUSES_MS, QUESTIONS  # noqa: PLC0415
-
     settings = {"Listening__Mode": "wake_word"}
     if args.embedded is not None:
         settings.update(LanguageModel__Provider="embedded", LanguageModel__EmbeddedThreads="2",

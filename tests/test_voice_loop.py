@@ -183,21 +183,6 @@ async def feed_in_time(loop: VoiceLoop, samples, start: float) -> float:
     return at
 
 
-def one_breath(first: str, rest: str, pause_ms: int, voice: str) -> object:
-    """espeak-ng saying the question in one go with a thinking pause inside (SSML <break>)."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "q.wav"
-        subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-v", voice, "-s", "150",
-                        f'<speak>{first} <break time="{pause_ms}ms"/> {rest}</speak>'],
-                       check=True, capture_output=True)
-        native, rate = voice_clips.read_wav(raw)
-    return voice_clips.resample(native, rate)
-
-
 @pytest.mark.parametrize("first, rest, voice", [
     ("What is the capital of", "Germany?", "en-us"),
     ("Can you tell me the", "weather for tomorrow?", "en-gb"),
@@ -210,7 +195,8 @@ def test_a_question_with_a_thinking_pause_reaches_the_model_whole(loop_parts, ol
     runner, build = loop_parts
     loop, speaker, store = build(mode="wake_word", judge=True)
     clip = voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
-                              voice_clips.silence(0.6), one_breath(first, rest, 1100, voice))
+                              voice_clips.silence(0.6), voice_clips.espeak_ssml(
+                                  f'<speak>{first} <break time="1100ms"/> {rest}</speak>', voice))
 
     async def scenario():
         t = await feed_in_time(loop, clip, start=1000.0)

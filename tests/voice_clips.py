@@ -156,6 +156,28 @@ def _espeak(text: str, voice: str, speed: int, pitch: int) -> np.ndarray:
     return samples
 
 
+@functools.cache
+def _espeak_ssml(ssml: str, voice: str, speed: int) -> np.ndarray:
+    path = _cached("ssml", ssml, voice, speed)
+    if path.exists():
+        return read_wav(path)[0]
+    if not shutil.which("espeak-ng"):
+        raise RuntimeError("espeak-ng is not installed (scripts/setup installs it)")
+    raw = path.with_suffix(".raw.wav")
+    subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-s", str(speed), "-v", voice, ssml],
+                   check=True, capture_output=True)
+    native, rate = read_wav(raw)
+    raw.unlink()
+    samples = resample(native, rate, SAMPLE_RATE)
+    write_wav(path, samples)
+    return samples
+
+
+def espeak_ssml(ssml: str, voice: str = "en-us", speed: int = 150) -> np.ndarray:
+    """SSML (`<speak>… <break time="800ms"/> …</speak>`) spoken by espeak-ng in one go, 16 kHz."""
+    return _espeak_ssml(ssml, voice, int(speed)).copy()
+
+
 def espeak_speech(text: str, *, voice: str = "en-us", speed: int = 150, pitch: int = 50) -> np.ndarray:
     """`text` spoken by espeak-ng (`voice` such as "en-us", "en-gb", "en-us+f3"), at 16 kHz."""
     return _espeak(text, voice, int(speed), int(pitch)).copy()
