@@ -45,6 +45,14 @@ def test_espeak_question_transcribes(transcriber):
     assert {"joke", "computers"} <= words(transcript.text), transcript
 
 
+@pytest.mark.parametrize("lead", [0.0, 0.1, 0.2, 0.3])
+def test_the_last_word_survives_a_short_tail_at_any_alignment(transcriber, lead):
+    # The loop hands over speech cut 80 ms after the VAD's end; the window must be padded with
+    # silence the way Whisper was trained (padding the log-mel features made "moon" into "man").
+    clip = concat(silence(lead), piper_speech("How far away is the moon?"), silence(0.08))
+    assert "moon" in words(transcriber.transcribe(clip).text)
+
+
 @pytest.mark.parametrize("answer", ["Yes.", "Stop.", "No."])
 def test_short_real_answers_pass_the_phantom_filter(transcriber, answer):
     transcript = transcriber.transcribe(utterance(piper_speech(answer)))

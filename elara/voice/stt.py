@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 FULL_WINDOW_SECONDS = 30.0
 _FRAMES_PER_SECOND = 100  # Whisper's mel frames (10 ms hop)
+_SAMPLES_PER_FRAME = SAMPLE_RATE // _FRAMES_PER_SECOND
 _TOKENS_PER_SECOND = 8  # generous: speech runs at ≈3 words (≈4 tokens) a second
 _MIN_NEW_TOKENS = 12
 _REPETITIVE_RATIO = 2.4  # Whisper's own compression-ratio threshold
@@ -143,9 +144,10 @@ class Transcriber:
     def _decode_window(self, audio: np.ndarray, window: float) -> tuple[str, float, float, bool]:
         model = self._model
         frames = int(round(window * _FRAMES_PER_SECOND))
-        features = model.feature_extractor(audio)[:, :frames]
-        if features.shape[1] < frames:
-            features = np.pad(features, ((0, 0), (0, frames - features.shape[1])))
+        # Pad with silence before the features, as Whisper was trained: zeros in the log-mel
+        # domain are not silence but a mid-level sound, and made tiny.en hear "moon" as "man".
+        samples = frames * _SAMPLES_PER_FRAME
+        features = model.feature_extractor(np.pad(audio, (0, max(0, samples - len(audio)))))[:, :frames]
         encoded = model.encode(features)
 
         language = self.language
