@@ -86,6 +86,17 @@ def test_the_full_window_agrees_with_the_short_one(transcriber):
         assert keys <= words(transcriber.transcribe(audio).text)
 
 
+def test_an_initial_prompt_still_hears_the_question(transcriber):
+    # The prompt is decoded as text said before the audio: it biases the words, it is not echoed.
+    prompted = Transcriber(transcriber.model_dir, initial_prompt="  Hey Jarvis, set a timer for ten minutes.  ")
+    assert prompted.initial_prompt == "Hey Jarvis, set a timer for ten minutes."
+    transcript = prompted.transcribe(utterance(piper_speech("What is the weather like in Paris tomorrow?")))
+    assert {"weather", "tomorrow"} <= words(transcript.text), transcript
+    assert "timer" not in words(transcript.text)
+    assert prompted.phantom_reason(transcript) is None
+    assert Transcriber(transcriber.model_dir, initial_prompt=" ").initial_prompt is None
+
+
 def test_audio_longer_than_the_window_and_float_input(transcriber):
     # 12 s: longer than the 10 s window, so it is decoded with the full 30 s window.
     question = piper_speech("Who wrote the novel Pride and Prejudice?")

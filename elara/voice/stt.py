@@ -59,6 +59,7 @@ class Transcriber:
         window_seconds: float = 10.0,
         no_speech_threshold: float = 0.6,
         cpu_threads: int = 0,
+        initial_prompt: str | None = None,
     ) -> None:
         model_dir = Path(model_dir)
         if not (model_dir / "model.bin").is_file():
@@ -91,6 +92,14 @@ class Transcriber:
         self.no_speech_threshold = float(no_speech_threshold)
         self._tokenizer_class = Tokenizer
         self._tokenizers: dict[str | None, object] = {}
+        #: Text decoded as if it preceded the audio (Whisper's "previous text"), to bias the
+        #: vocabulary and style; None or empty for no prompt.
+        self.initial_prompt = initial_prompt.strip() if initial_prompt and initial_prompt.strip() else None
+        self._prompt_tokens: list[int] = []
+        if self.initial_prompt is not None:
+            # As faster-whisper does: a leading space, and at most half the decoder's context.
+            ids = self._model.hf_tokenizer.encode(" " + self.initial_prompt, add_special_tokens=False).ids
+            self._prompt_tokens = list(ids)[-(self._model.max_length // 2 - 1) :]
 
     # -----------------------------------------------------------------------------------------
 
@@ -154,7 +163,8 @@ class Transcriber:
         if language is None and self.multilingual:
             language = model.model.detect_language(encoded)[0][0][0][2:-2]
         tokenizer = self._tokenizer(language or "en")
-        prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        previous = [tokenizer.sot_prev, *self._prompt_tokens] if self._prompt_tokens else []
+        prompt = [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps]
         new_tokens = _MIN_NEW_TOKENS + int(len(audio) / SAMPLE_RATE * _TOKENS_PER_SECOND)
         max_length = min(len(prompt) + new_tokens, model.max_length)
         result = model.model.generate(
@@ -168,7 +178,7 @@ class Transcriber:
             suppress_blank=True,
             suppress_tokens=[-1],
         )[0]
-        tokens = result.sequences_ids[0]
+        tokens = result.sequences_ids[0]  # the new tokens only, after the whole prompt
         # CTranslate2 returns the length-normalised score; recover faster-whisper's avg_logprob.
         logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
         text = tokenizer.decode(tokens).strip()
