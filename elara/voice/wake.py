@@ -8,12 +8,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from elara.audio.frames import AudioFrame
+from elara.audio.frames import FRAME_SAMPLES, AudioFrame
 from elara.errors import ModelLoadError, ModelNotFoundError
 from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
+from elara.voice.verifier import VERIFY_FROM, WakeVerifier
+
+_WEBRTC_SAMPLES = 160  # WebRTC processes 10 ms at 16 kHz
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,12 @@ class WakeWordDetector:
     detection the models and their audio buffers are reset, and nothing fires again until
     `refractory_seconds` of frame time (by `captured_at`) have passed. Not thread-safe: feed it
     from one task.
+
+    Optional front ends, all off by default: WebRTC automatic gain and noise suppression on the
+    audio before anything else (`auto_gain_dbfs`, `webrtc_noise_suppression`, as wyoming-satellite
+    does), openWakeWord's own SpeexDSP noise suppression (`speex_noise_suppression`), and its
+    Silero VAD gate, which zeroes the scores unless speech was heard 0.4–0.56 s earlier
+    (`vad_threshold`).
     """
 
     def __init__(
@@ -41,6 +51,11 @@ class WakeWordDetector:
         threshold: float = 0.5,
         trigger_level: int = 1,
         refractory_seconds: float = 2.0,
+        speex_noise_suppression: bool = False,
+        vad_threshold: float = 0.0,
+        auto_gain_dbfs: int = 0,
+        webrtc_noise_suppression: int = 0,
+        verifiers: Sequence[WakeVerifier] = (),
     ) -> None:
         paths = [Path(p) for p in model_paths]
         if not paths:
@@ -53,6 +68,15 @@ class WakeWordDetector:
         self.threshold = float(threshold)
         self.trigger_level = int(trigger_level)
         self.refractory_seconds = float(refractory_seconds)
+        if not 0 <= auto_gain_dbfs <= 31:
+            raise ValueError("auto_gain_dbfs must be 0 (off) to 31")
+        if not 0 <= webrtc_noise_suppression <= 4:
+            raise ValueError("webrtc_noise_suppression must be 0 (off) to 4")
+        if not 0.0 <= vad_threshold < 1.0:
+            raise ValueError("vad_threshold must be 0 (off) or below 1")
+        self._webrtc_settings = (int(auto_gain_dbfs), int(webrtc_noise_suppression))
+        self._webrtc = self._new_webrtc()
+        self._webrtc_pending = np.zeros(0, dtype=np.int16)
 
         import openwakeword
         from openwakeword.model import Model
@@ -60,7 +84,12 @@ class WakeWordDetector:
         # openWakeWord prints its pretrained model list on stdout when a Model is built.
         try:
             with contextlib.redirect_stdout(io.StringIO()):
-                self._model = Model(wakeword_models=[str(p) for p in paths], inference_framework="onnx")
+                self._model = Model(
+                    wakeword_models=[str(p) for p in paths],
+                    inference_framework="onnx",
+                    enable_speex_noise_suppression=speex_noise_suppression,
+                    vad_threshold=float(vad_threshold),
+                )
         except Exception as exc:  # a damaged or foreign .onnx file
             raise ModelLoadError(
                 f"{WAKE_WORD_KEY}: {', '.join(map(str, paths))} does not load: {type(exc).__name__}: {exc}"
@@ -80,6 +109,15 @@ class WakeWordDetector:
             else:
                 self._names.update({label: label for label in mapping.values()})
         self._initial_features = self._model.preprocessor.feature_buffer.copy()
+        self._verifiers: dict[str, WakeVerifier] = {}
+        for verifier in verifiers:
+            if verifier.wake_word not in self.names:
+                raise ModelLoadError(
+                    f"{WAKE_WORD_KEY}: a verifier is for {verifier.wake_word!r}, which is not loaded "
+                    f"({', '.join(self.names)}); add it to WakeWord.Models or drop the verifier from "
+                    "WakeWord.Verifiers"
+                )
+            self._verifiers[verifier.wake_word] = verifier
         self._run: dict[str, int] = {}
         self._quiet_until = float("-inf")
         #: The latest score of every wake word (friendly name → 0..1), for benchmarks and logs.
@@ -92,14 +130,45 @@ class WakeWordDetector:
         """The friendly names of the loaded wake words ("hey_jarvis", …)."""
         return list(dict.fromkeys(self._names.values()))
 
+    @property
+    def verified(self) -> list[str]:
+        """The wake words a per-user verifier checks."""
+        return list(self._verifiers)
+
+    def window_shape(self, name: str) -> tuple[int, ...]:
+        """The shape of the feature window wake word `name` is scored on (16 × 96 for hey_jarvis)."""
+        key = self._model_key(name)
+        return tuple(self._model.preprocessor.get_features(self._model.model_inputs[key]).shape[1:])
+
+    def scored_windows(self, samples: np.ndarray, name: str) -> list[tuple[float, np.ndarray]]:
+        """Feed a clip from a fresh state: each frame's own score for `name` (no verifier) and the
+        feature window it was scored on. Leaves the detector reset."""
+        key = self._model_key(name)
+        inputs = self._model.model_inputs[key]
+        clip = np.asarray(samples).astype(np.int16, copy=False).reshape(-1)
+        self.reset()
+        found = []
+        for start in range(0, len(clip) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+            raw = self._model.predict(self._front_end(clip[start : start + FRAME_SAMPLES]))
+            score = {self._names.get(k, k): float(v) for k, v in raw.items()}.get(name, 0.0)
+            found.append((score, self._model.preprocessor.get_features(inputs)[0].copy()))
+        self.reset()
+        return found
+
     def process(self, frame: AudioFrame) -> WakeDetection | None:
         """Score one frame; a WakeDetection when a wake word has just been said, else None."""
         started = time.perf_counter()
         samples = np.asarray(frame.samples)
         if samples.dtype != np.int16:
             samples = samples.astype(np.int16)
-        raw = self._model.predict(samples.reshape(-1))
+        raw = self._model.predict(self._front_end(samples.reshape(-1)))
         scores = {self._names.get(k, k): float(v) for k, v in raw.items()}
+        for name, verifier in self._verifiers.items():
+            # The verifier decides for the frames the model already half believes in.
+            if scores.get(name, 0.0) >= VERIFY_FROM:
+                key = self._model_key(name)
+                features = self._model.preprocessor.get_features(self._model.model_inputs[key])
+                scores[name] = verifier.probability(features)
         detection: WakeDetection | None = None
         if frame.captured_at >= self._quiet_until:
             best: tuple[float, str] | None = None
@@ -118,6 +187,39 @@ class WakeWordDetector:
         self.last_seconds = time.perf_counter() - started
         return detection
 
+    def _model_key(self, name: str) -> str:
+        """The openWakeWord model that scores wake word `name`."""
+        for key, mapping in self._model.class_mapping.items():
+            if (self._model.model_outputs[key] == 1 and friendly_wake_name(key) == name) or (
+                    self._model.model_outputs[key] > 1 and name in mapping.values()):
+                return key
+        raise ValueError(f"no loaded wake word {name!r} ({', '.join(self.names)})")
+
+    def _front_end(self, samples: np.ndarray) -> np.ndarray:
+        """The audio the models hear: through WebRTC gain and noise suppression when configured."""
+        return samples if self._webrtc is None else self._clean(samples)
+
+    def _new_webrtc(self) -> Any:  # webrtc_noise_gain has no type hints
+        """A fresh WebRTC gain / noise processor, or None when both are off."""
+        gain, suppression = self._webrtc_settings
+        if not gain and not suppression:
+            return None
+        from webrtc_noise_gain import AudioProcessor  # type: ignore[import-untyped]
+
+        return AudioProcessor(gain, suppression)
+
+    def _clean(self, samples: np.ndarray) -> np.ndarray:
+        """The frame through WebRTC gain and noise suppression, 10 ms at a time (same length out)."""
+        data = np.concatenate([self._webrtc_pending, samples])
+        whole = len(data) - len(data) % _WEBRTC_SAMPLES
+        # A frame that is not a multiple of 10 ms leaves a remainder; it waits for the next frame.
+        self._webrtc_pending = data[whole:]
+        cleaned = b"".join(
+            self._webrtc.Process10ms(data[i : i + _WEBRTC_SAMPLES].tobytes()).audio
+            for i in range(0, whole, _WEBRTC_SAMPLES)
+        )
+        return np.frombuffer(cleaned, dtype=np.int16)
+
     def reset(self) -> None:
         """Forget all audio and scores (between activations); also ends a refractory period."""
         self._model.reset()
@@ -130,6 +232,16 @@ class WakeWordDetector:
             features.accumulated_samples = 0
             features.raw_data_remainder = np.empty(0)
             features.feature_buffer = self._initial_features.copy()
+        # The front ends keep state too (noise estimates, gain, the VAD's recurrent state).
+        if self._model.speex_ns is not None:
+            from speexdsp_ns import NoiseSuppression  # type: ignore[import-untyped]
+
+            self._model.speex_ns = NoiseSuppression.create(160, 16000)
+        if self._model.vad_threshold > 0:
+            self._model.vad.reset_states()
+            self._model.vad.prediction_buffer.clear()
+        self._webrtc = self._new_webrtc()
+        self._webrtc_pending = np.zeros(0, dtype=np.int16)
         self._run.clear()
         self._quiet_until = float("-inf")
         self.last_scores = {}
