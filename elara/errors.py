@@ -155,6 +155,12 @@ class WavError(ElaraError):
     code = "wav"
 
 
+class EnrollmentError(ElaraError):
+    """Enrolling a voice for the wake-word verifier failed (nothing was saved)."""
+
+    code = "enrollment"
+
+
 # ---------------------------------------------------------------------------------------------
 # the running daemon
 

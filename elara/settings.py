@@ -160,6 +160,10 @@ class WakeWordSettings:
     threshold: float = setting("Threshold", min=0.0, max=1.0)
     trigger_level: int = setting("TriggerLevel", min=1, max=50)
     refractory_seconds: float = setting("RefractorySeconds", min=0, max=60)
+    # openWakeWord's Silero gate: no wake unless speech was heard just before (0 = off)
+    vad_threshold: float = setting("VadThreshold", min=0.0, max=0.99)
+    # per-user verifiers (`elara wake enroll`); relative paths are under the config directory
+    verifiers: tuple[str, ...] = setting("Verifiers")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from elara import __version__
-from elara.cli import config_cmd, conversation, doctor, history, service, voice
+from elara.cli import config_cmd, conversation, doctor, history, service, voice, wake
 from elara.cli import memory as memory_cli
 from elara.config import load_settings_with_sources
 from elara.errors import ElaraError
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     conversation.add_commands(commands)
     voice.add_commands(commands)
+    wake.add_commands(commands)
     service.add_commands(commands)
     doctor.add_commands(commands)
     memory_cli.add_commands(commands)

@@ -10,30 +10,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from elara.audio.frames import FRAME_SAMPLES, AudioFrame
 from elara.errors import ConfigError, ModelLoadError, ModelNotFoundError
+from elara.paths import config_home
 from elara.settings import Settings, SpeechToTextSettings, TextToSpeechSettings, WakeWordSettings
 from elara.voice import models
 from elara.voice.models import ModelRecord
 from elara.voice.stt import Transcriber
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.vad import SileroVad
+from elara.voice.verifier import WakeVerifier
 from elara.voice.wake import WakeWordDetector
 
 # ---------------------------------------------------------------------------------------------
 # from records
 
 
-def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None = None) -> WakeWordDetector:
+def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None = None,
+                  verifiers: Sequence[WakeVerifier] = ()) -> WakeWordDetector:
     """Resolved wake-word models, loaded into one detector tuned by `wake` (its defaults without)."""
     paths = [record.path for record in records]
     if wake is None:
-        return WakeWordDetector(paths)
+        return WakeWordDetector(paths, verifiers=verifiers)
     return WakeWordDetector(paths, threshold=wake.threshold, trigger_level=wake.trigger_level,
-                            refractory_seconds=wake.refractory_seconds)
+                            refractory_seconds=wake.refractory_seconds, vad_threshold=wake.vad_threshold,
+                            verifiers=verifiers)
+
+
+def verifier_paths(wake: WakeWordSettings) -> list[Path]:
+    """`WakeWord.Verifiers` as files; relative paths are under the config directory."""
+    return [config_home() / Path(p).expanduser() for p in wake.verifiers]
 
 
 def transcriber(record: ModelRecord, stt: SpeechToTextSettings | None = None) -> Transcriber:
@@ -63,10 +73,11 @@ def silero_vad(record: ModelRecord) -> SileroVad:
 # from settings (what the daemon and the commands use)
 
 
-def load_wake(settings: Settings) -> WakeWordDetector:
-    """The configured wake-word models, loaded."""
+def load_wake(settings: Settings, *, verifiers: bool = True) -> WakeWordDetector:
+    """The configured wake-word models, loaded, with their verifiers unless `verifiers` is False."""
     records = models.resolve_wake_words(settings.wake_word.models, models.default_models_dirs())
-    return wake_detector(records, settings.wake_word)
+    loaded = [WakeVerifier.load(p) for p in verifier_paths(settings.wake_word)] if verifiers else []
+    return wake_detector(records, settings.wake_word, loaded)
 
 
 def load_transcriber(settings: Settings) -> Transcriber:
