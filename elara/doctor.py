@@ -48,6 +48,7 @@ ENCRYPTION_KEY = "encryption key"
 HISTORY = "history"
 HISTORY_PERMISSIONS = "history permissions"
 UNITS = "systemd units"
+LISTENING = "listening setup"
 
 #: How a model kind is named in a check: `wake word hey_jarvis`, `speech to text tiny.en`, ...
 MODEL_KINDS = {"wake_word": "wake word", "speech_to_text": "speech to text",
@@ -248,6 +249,30 @@ def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
             [model_check_name(item)], seconds, functools.partial(_check_one_model, item, load),
             f"check that the machine is not overloaded, or set {item.config_key} to a smaller model"))
     return checks
+
+
+def check_listening(settings: Settings) -> Check:
+    """The wake word and Whisper load as configured (thresholds, gate, verifiers, beam, language)."""
+    from elara.voice.engines import load_transcriber, load_wake, verifier_paths
+
+    wake = settings.wake_word
+    try:
+        detector = load_wake(settings)
+        transcriber = load_transcriber(settings)
+    except ElaraError as exc:
+        return failed(LISTENING, str(exc), "fix the WakeWord or SpeechToText setting the message names "
+                      "(`elara config check`), or enroll again with `elara wake enroll`")
+    gate = f", Silero gate {wake.vad_threshold:g}" if wake.vad_threshold > 0 else ""
+    detail = (f"{', '.join(detector.names)} at threshold {wake.threshold:g} × {wake.trigger_level} "
+              f"frame{'s' if wake.trigger_level > 1 else ''}{gate}; ")
+    if detector.verified:
+        paths = ", ".join(str(p) for p in verifier_paths(wake))
+        detail += f"verifier for {', '.join(detector.verified)} ({paths}); "
+    else:
+        detail += "no verifier (optional: `elara wake enroll` trains one for your voice); "
+    detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
+               f"beam {transcriber.beam_size}")
+    return passed(LISTENING, detail)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,12 +570,15 @@ def run_checks(config_path: str | os.PathLike[str] | None = None, *,
     settings = config[1]
     if settings is None:
         emit(failed(name, NEEDS_CONFIG, FIX_CONFIG_FIRST)
-             for name in (INPUT_DEVICE, OUTPUT_DEVICE, MODELS, LANGUAGE_MODEL, ENCRYPTION_KEY, HISTORY))
+             for name in (INPUT_DEVICE, OUTPUT_DEVICE, MODELS, LISTENING, LANGUAGE_MODEL, ENCRYPTION_KEY,
+                          HISTORY))
     else:
         emit(_bounded_checks((INPUT_DEVICE, OUTPUT_DEVICE), DEVICE_SECONDS,
                              lambda: check_devices(settings),
                              "check the sound server (PulseAudio/PipeWire) is running for this user"))
         emit(check_models(settings, load_model))
+        emit(_bounded_checks((LISTENING,), MODEL_SECONDS, lambda: [check_listening(settings)],
+                             "check that the machine is not overloaded"))
         seconds = 2 * ollama_timeout(settings) + 5
         emit(_bounded_checks((LANGUAGE_MODEL,), seconds, lambda: [check_language_model(settings)],
                              "check Ollama (`ollama ps`, its log) and LanguageModel.Host"))

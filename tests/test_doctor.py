@@ -24,8 +24,8 @@ from elara.conversation.store import ConversationStore
 KEY = "doctor test passphrase"
 UNITS_AVAILABLE = importlib.util.find_spec("elara.units") is not None
 
-SETTINGS_CHECKS = [doctor.INPUT_DEVICE, doctor.OUTPUT_DEVICE, doctor.MODELS, doctor.LANGUAGE_MODEL,
-                   doctor.ENCRYPTION_KEY, doctor.HISTORY]
+SETTINGS_CHECKS = [doctor.INPUT_DEVICE, doctor.OUTPUT_DEVICE, doctor.MODELS, doctor.LISTENING,
+                   doctor.LANGUAGE_MODEL, doctor.ENCRYPTION_KEY, doctor.HISTORY]
 MODEL_CHECKS = ["wake word hey_jarvis", "speech to text tiny.en", "text to speech en_US-joe-medium",
                 "voice activity silero"]
 
@@ -111,13 +111,16 @@ def test_everything_passes_but_the_default_key(sound_card, ollama_server, env, m
     assert seen == checks  # reported as each finishes, in order
     names = [check.name for check in checks]
     assert names == [doctor.CONFIGURATION, doctor.INPUT_DEVICE, doctor.OUTPUT_DEVICE, *MODEL_CHECKS,
-                     doctor.LANGUAGE_MODEL, doctor.ENCRYPTION_KEY, doctor.HISTORY, doctor.UNITS]
+                     doctor.LISTENING, doctor.LANGUAGE_MODEL, doctor.ENCRYPTION_KEY, doctor.HISTORY, doctor.UNITS]
     assert [check.name for check in failures_besides_units(checks)] == [doctor.ENCRYPTION_KEY]
     key = by_name(checks)[doctor.ENCRYPTION_KEY]
     assert "default passphrase" in key.detail
     assert "Context.EncryptionKey" in key.fix and "EncryptionKeyFile" in key.fix and "elara-key" in key.fix
     found = by_name(checks)
     assert "loads in" in found["speech to text tiny.en"].detail
+    listening = found[doctor.LISTENING].detail
+    assert "hey_jarvis at threshold" in listening and "Silero gate" in listening
+    assert "no verifier" in listening and "elara wake enroll" in listening and "Whisper tiny.en" in listening
     assert "test-model" in found[doctor.LANGUAGE_MODEL].detail
     assert "no history yet" in found[doctor.HISTORY].detail
     assert not env.exists() and not env.parent.exists()  # doctor created nothing
@@ -155,7 +158,7 @@ def test_doctor_command_passes_with_a_real_key_and_history(sound_card, ollama_se
     else:
         assert done.returncode == 1
         assert len(failed) == 1 and failed[0].startswith("✗ systemd units: unit check unavailable")
-    assert len(lines) == 12  # configuration, 2 devices, 4 models, Ollama, key, 2 history, units
+    assert len(lines) == 13  # configuration, 2 devices, 4 models, listening, Ollama, key, 2 history, units
     assert f"✓ history: all 4 messages decrypt ({env})" in done.stdout
     assert "✓ history permissions: directory 0700 and 4 message files 0600" in done.stdout
     assert "warning" not in done.stderr.lower()  # the store's default-key/skip warnings stay quiet
@@ -355,3 +358,21 @@ def test_units_unavailable_or_verified():
         assert check.ok, check
     else:
         assert not check.ok and "unit check unavailable" in check.detail
+
+
+def test_the_listening_check_names_a_verifier_and_a_broken_one(env, tmp_path, monkeypatch):
+    import numpy as np
+
+    from elara.voice.verifier import train
+
+    rng = np.random.default_rng(0)
+    good = tmp_path / "hey_jarvis.npz"
+    train("hey_jarvis", rng.normal(1, 1, (20, 16, 96)), rng.normal(0, 1, (40, 16, 96))).save(good)
+    monkeypatch.setenv("ELARA__WakeWord__Verifiers", f'["{good}"]')
+    check = doctor.check_listening(load_settings())
+    assert check.ok and f"verifier for hey_jarvis ({good})" in check.detail
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes(b"junk")
+    monkeypatch.setenv("ELARA__WakeWord__Verifiers", f'["{broken}"]')
+    check = doctor.check_listening(load_settings())
+    assert not check.ok and "broken.npz" in check.detail and "elara wake enroll" in check.fix
