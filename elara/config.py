@@ -92,6 +92,12 @@ def bind(data: Mapping[str, Any]) -> schema.Settings:
     settings = _bind_dataclass(schema.Settings, data, "")
     personalities.resolve(settings.language_model.personality, settings.personalities)
     _check_pauses(settings.listening)
+    wake = settings.wake_word
+    if wake.confirm_from > wake.threshold:
+        raise ConfigError(
+            f"WakeWord.ConfirmFrom ({wake.confirm_from:g}) is above WakeWord.Threshold ({wake.threshold:g}): "
+            "it is where doubtful scores start, below the threshold; lower it, or set it to 0 to turn "
+            "the transcript check off")
     return settings
 
 

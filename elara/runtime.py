@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from elara import wiring
 from elara.audio.capture import Microphone
 from elara.audio.playback import Speaker
@@ -33,7 +35,7 @@ from elara.voice.stt import Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.vad import VoiceActivity, create_vad
-from elara.voice.wake import WakeWordDetector
+from elara.voice.wake import WakeWordDetector, names_wake_word
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
         for close in reversed(opened):
             await close()
         raise
+    # The wake word and Whisper may each be reused or new: the check is wired afresh every time.
+    wake.confirm_with(transcript_confirmer(transcriber) if settings.wake_word.confirm_from > 0 else None)
     vad = reused("vad") or create_vad(settings.listening.vad)
     monitor = wiring.make_monitor(settings)
     speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
@@ -154,6 +158,16 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
         await old.speaker.close()
     if replaced(old.llm):
         await old.llm.aclose()
+
+
+def transcript_confirmer(transcriber: Transcriber) -> Callable[[np.ndarray, str], bool]:
+    """Confirms a doubtful wake when Whisper hears the wake word's name in the audio."""
+    def confirm(audio: np.ndarray, name: str) -> bool:
+        transcript = transcriber.transcribe(audio)
+        log.debug("the wake check heard %r", transcript.text)
+        return names_wake_word(transcript.text, name)
+
+    return confirm
 
 
 def wake_phrases(wake: WakeWordDetector) -> tuple[str, ...]:

@@ -162,6 +162,8 @@ class WakeWordSettings:
     refractory_seconds: float = setting("RefractorySeconds", min=0, max=60)
     # openWakeWord's Silero gate: no wake unless speech was heard just before (0 = off)
     vad_threshold: float = setting("VadThreshold", min=0.0, max=0.99)
+    # scores from here to Threshold wake only if Whisper hears the wake word (0 = off)
+    confirm_from: float = setting("ConfirmFrom", min=0.0, max=1.0)
     # per-user verifiers (`elara wake enroll`); relative paths are under the config directory
     verifiers: tuple[str, ...] = setting("Verifiers")
 

@@ -126,11 +126,12 @@ def _enroll(args: argparse.Namespace, settings: Settings) -> int:
 
     async def run() -> Enrollment:
         try:
-            return await enroll(detector, recorder, wake_word, takes=takes)
+            return await enroll(detector, recorder, wake_word, takes=takes, near_misses=near_misses)
         finally:
             await recorder.close()
 
     started = time.monotonic()
+    near_misses = _near_misses(settings)
     enrollment = asyncio.run(run())
     path = config_home() / "verifiers" / f"{wake_word}.npz"
     enrollment.verifier.save(path)
@@ -144,3 +145,15 @@ def _enroll(args: argparse.Namespace, settings: Settings) -> int:
     print(f"WakeWord.Verifiers in {config_file} now lists it; a running daemon takes it on reload "
           "(systemctl --user reload elara)")
     return 0
+
+
+def _near_misses(settings: Settings) -> list[np.ndarray]:
+    """The near misses of the wake phrase in Elara's own voice, padded with silence as a take is."""
+    from elara.audio.streams import resample
+    from elara.voice.engines import load_synthesizer
+    from elara.voice.enroll import NEAR_MISSES
+
+    voice = load_synthesizer(settings)
+    pad = np.zeros(SAMPLE_RATE // 2, dtype=np.int16)
+    clips = [voice.synthesize(text) for text in NEAR_MISSES]
+    return [np.concatenate([pad, resample(c.samples, c.sample_rate, SAMPLE_RATE), pad]) for c in clips]

@@ -38,7 +38,7 @@ def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None 
         return WakeWordDetector(paths, verifiers=verifiers)
     return WakeWordDetector(paths, threshold=wake.threshold, trigger_level=wake.trigger_level,
                             refractory_seconds=wake.refractory_seconds, vad_threshold=wake.vad_threshold,
-                            verifiers=verifiers)
+                            verifiers=verifiers, confirm_from=wake.confirm_from)
 
 
 def verifier_paths(wake: WakeWordSettings) -> list[Path]:

@@ -30,6 +30,14 @@ OTHER_SECONDS = 6.0
 #: Shifts (in samples, under one 80 ms frame) at which each wake clip is scored again: the same
 #: phrase seen at other frame alignments gives the verifier varied windows, as the live stream does.
 _OFFSETS = (0, 320, 640, 960)
+#: Near misses of "Hey Jarvis", said by Elara's own voice during enrollment and trained on as other
+#: speech, so the verifier learns the phrase itself and not only "something like it". (Kept apart
+#: from scripts/bench_wake.py's sound-alikes, which judge it.)
+NEAR_MISSES = (
+    "Hey Harvard.", "Hey Carla.", "Hey Janet.", "Hey Darwin.", "Hey Marty.", "Hey Arthur.", "Hey Curtis.",
+    "Hey Marvel.", "A jar, please.", "Hey garlic.", "Hey Jack.", "Hey Charlie.", "Hey Jenny.", "Hay bales.",
+    "Hey Carlos.", "Hey Martha.",
+)
 OTHER_PROMPTS = (
     "Now say a sentence or two of anything else, in your usual voice.",
     "Once more, something different: tell me about your day.",
@@ -74,8 +82,10 @@ def speech_windows(detector: WakeWordDetector, clip: np.ndarray, wake_word: str)
 
 async def enroll(
     detector: WakeWordDetector, recorder: Recorder, wake_word: str, *, takes: int = 5,
+    near_misses: Sequence[np.ndarray] = (),
 ) -> Enrollment:
-    """Record `takes` wake phrases (retrying unheard ones) and some other speech; train on them."""
+    """Record `takes` wake phrases (retrying unheard ones) and some other speech; train on them and
+    on `near_misses` (clips of phrases that sound like the wake phrase but are not it)."""
     phrase = wake_word.replace("_", " ").title()
     positive: list[np.ndarray] = []
     retakes = 0
@@ -99,6 +109,7 @@ async def enroll(
     for prompt in OTHER_PROMPTS:
         await recorder.say(prompt)
         negative.append(speech_windows(detector, await recorder.record(OTHER_SECONDS), wake_word))
+    negative.extend(speech_windows(detector, clip, wake_word) for clip in near_misses)
     verifier = train(wake_word, np.concatenate(positive), np.concatenate(negative))
     await recorder.say("Thank you. I know your voice now.")
     return Enrollment(verifier, takes=len(positive), retakes=retakes)

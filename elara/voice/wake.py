@@ -2,22 +2,46 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import difflib
 import io
+import logging
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from elara.audio.frames import FRAME_SAMPLES, AudioFrame
+from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, AudioFrame
 from elara.errors import ModelLoadError, ModelNotFoundError
 from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier
 
+log = logging.getLogger(__name__)
+
 _WEBRTC_SAMPLES = 160  # WebRTC processes 10 ms at 16 kHz
+#: The audio a doubtful wake is confirmed on: 2 s before the score crossed `confirm_from` and
+#: 0.24 s (three frames) after, measured best of 1.5–2 s before and 0.25–0.75 s after.
+CONFIRM_BEFORE_SECONDS = 2.0
+CONFIRM_AFTER_FRAMES = 3
+#: How alike a heard word must be to the wake phrase's name ("Jervis", "Jarvis," → "jarvis").
+WAKE_WORD_SIMILARITY = 0.7
+
+#: Transcribes audio (16 kHz int16) and says whether wake word `name` was heard in it.
+Confirmer = Callable[[np.ndarray, str], bool]
+
+
+def names_wake_word(text: str, name: str, similarity: float = WAKE_WORD_SIMILARITY) -> bool:
+    """Whether a transcript holds the wake word's name ("hey_jarvis" → a word like "jarvis"), alone
+    or split in two ("Jar vis"), as Whisper spells it."""
+    target = name.split("_")[-1].lower()
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    candidates = words + [a + b for a, b in zip(words, words[1:], strict=False)]
+    return any(difflib.SequenceMatcher(None, word, target).ratio() >= similarity for word in candidates)
 
 
 @dataclass(frozen=True)
@@ -56,6 +80,7 @@ class WakeWordDetector:
         auto_gain_dbfs: int = 0,
         webrtc_noise_suppression: int = 0,
         verifiers: Sequence[WakeVerifier] = (),
+        confirm_from: float = 0.0,
     ) -> None:
         paths = [Path(p) for p in model_paths]
         if not paths:
@@ -109,6 +134,17 @@ class WakeWordDetector:
             else:
                 self._names.update({label: label for label in mapping.values()})
         self._initial_features = self._model.preprocessor.feature_buffer.copy()
+        if not 0.0 <= confirm_from <= self.threshold:
+            raise ValueError("confirm_from must be 0 (off) to the threshold")
+        #: Scores from here up to the threshold wake only when the confirmer hears the wake word.
+        self.confirm_from = float(confirm_from)
+        self._confirmer: Confirmer | None = None
+        self._history: collections.deque[np.ndarray] = collections.deque(
+            maxlen=round(CONFIRM_BEFORE_SECONDS / FRAME_SECONDS) + CONFIRM_AFTER_FRAMES)
+        self._candidate: tuple[str, float, float, int] | None = None  # name, score, at, frames to wait
+        self._armed = True
+        #: Doubtful wakes handed to the confirmer, and those it confirmed.
+        self.confirmations = {"asked": 0, "confirmed": 0}
         self._verifiers: dict[str, WakeVerifier] = {}
         for verifier in verifiers:
             if verifier.wake_word not in self.names:
@@ -129,6 +165,11 @@ class WakeWordDetector:
     def names(self) -> list[str]:
         """The friendly names of the loaded wake words ("hey_jarvis", …)."""
         return list(dict.fromkeys(self._names.values()))
+
+    def confirm_with(self, confirmer: Confirmer | None) -> None:
+        """Set (or, with None, remove) what confirms wakes scored from `confirm_from` to the threshold."""
+        self._confirmer = confirmer
+        self._candidate = None
 
     @property
     def verified(self) -> list[str]:
@@ -161,7 +202,9 @@ class WakeWordDetector:
         samples = np.asarray(frame.samples)
         if samples.dtype != np.int16:
             samples = samples.astype(np.int16)
-        raw = self._model.predict(self._front_end(samples.reshape(-1)))
+        samples = samples.reshape(-1)
+        self._history.append(samples)
+        raw = self._model.predict(self._front_end(samples))
         scores = {self._names.get(k, k): float(v) for k, v in raw.items()}
         for name, verifier in self._verifiers.items():
             # The verifier decides for the frames the model already half believes in.
@@ -181,11 +224,39 @@ class WakeWordDetector:
                     self._run[name] = 0
             if best is not None:
                 detection = WakeDetection(name=best[1], score=best[0], at=frame.captured_at)
+            elif self._confirmer is not None and self.confirm_from > 0:
+                detection = self._doubtful(scores, frame.captured_at)
+            if detection is not None:
                 self.reset()
                 self._quiet_until = frame.captured_at + self.refractory_seconds
         self.last_scores = scores
         self.last_seconds = time.perf_counter() - started
         return detection
+
+    def _doubtful(self, scores: dict[str, float], at: float) -> WakeDetection | None:
+        """A score crossed `confirm_from` (below the threshold): three frames on, ask the confirmer
+        about the last ≈2.2 s. One question per crossing; it re-arms when the score falls back."""
+        name, score = max(scores.items(), key=lambda item: item[1], default=("", 0.0))
+        if self._candidate is None and self._armed and score >= self.confirm_from:
+            self._candidate = (name, score, at, CONFIRM_AFTER_FRAMES)
+            self._armed = False
+        elif self._candidate is not None:
+            name, first_score, first_at, wait = self._candidate
+            self._candidate = (name, max(first_score, scores.get(name, 0.0)), first_at, wait - 1)
+        if score < self.confirm_from:
+            self._armed = True
+        if self._candidate is None or self._candidate[3] > 0:
+            return None
+        name, best, first_at, _ = self._candidate
+        self._candidate = None
+        assert self._confirmer is not None
+        self.confirmations["asked"] += 1
+        if not self._confirmer(np.concatenate(self._history), name):
+            log.debug("a doubtful %s (score %.2f) was not confirmed", name, best)
+            return None
+        self.confirmations["confirmed"] += 1
+        log.info("%s confirmed by the transcript (score %.2f)", name, best)
+        return WakeDetection(name=name, score=best, at=first_at)
 
     def _model_key(self, name: str) -> str:
         """The openWakeWord model that scores wake word `name`."""
@@ -243,5 +314,8 @@ class WakeWordDetector:
         self._webrtc = self._new_webrtc()
         self._webrtc_pending = np.zeros(0, dtype=np.int16)
         self._run.clear()
+        self._history.clear()
+        self._candidate = None
+        self._armed = True
         self._quiet_until = float("-inf")
         self.last_scores = {}

@@ -1,0 +1,141 @@
+"""The second look at a doubtful wake: scores between WakeWord.ConfirmFrom and the threshold wake
+only when Whisper hears the wake word's name in the last ≈2.2 s."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
+
+from elara.runtime import transcript_confirmer
+from elara.voice.wake import CONFIRM_AFTER_FRAMES, WakeWordDetector, names_wake_word
+
+
+@pytest.mark.parametrize(("text", "heard"), [
+    ("Hey Jarvis.", True),
+    ("Hey, Jervis, what time is it?", True),
+    ("Hey jar vis", True),  # split by Whisper: the two words joined
+    ("Jarvis", True),
+    ("Hey Travis.", False),
+    ("Hey Harvey, come here.", False),
+    ("What is the capital of France?", False),
+    ("", False),
+])
+def test_the_transcript_names_the_wake_word_or_not(text, heard):
+    assert names_wake_word(text, "hey_jarvis") is heard
+
+
+def test_other_wake_words_are_matched_by_their_own_name():
+    assert names_wake_word("Alexa, stop.", "alexa") and names_wake_word("hey my croft", "hey_mycroft")
+    assert not names_wake_word("Hey Jarvis", "alexa")
+
+
+class Recorder:
+    """A confirmer that answers as told and keeps what it was asked about."""
+
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+        self.asked: list[tuple[int, str]] = []
+
+    def __call__(self, audio: np.ndarray, name: str) -> bool:
+        self.asked.append((len(audio), name))
+        return self.answer
+
+
+def run(detector: WakeWordDetector, clip: np.ndarray):
+    return [hit for frame in frames(clip) if (hit := detector.process(frame))]
+
+
+CLIP = concat(silence(2.0), piper_speech("Hey Jarvis."), silence(2.0))
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_doubtful_score_wakes_only_when_confirmed(hey_jarvis_path, answer):
+    # A threshold no score reaches makes the real phrase "doubtful" for the model.
+    detector = WakeWordDetector([hey_jarvis_path], threshold=1.0, confirm_from=0.05)
+    confirmer = Recorder(answer)
+    detector.confirm_with(confirmer)
+    found = run(detector, CLIP)
+    assert len(confirmer.asked) == 1  # one question per crossing, however long the score stays up
+    samples, name = confirmer.asked[0]
+    assert name == "hey_jarvis" and samples == 16_000 * 2.24  # 2 s before the crossing, 3 frames after
+    assert detector.confirmations == {"asked": 1, "confirmed": int(answer)}
+    if answer:
+        assert [d.name for d in found] == ["hey_jarvis"]
+        # Stamped at the crossing, not when the answer came.
+        assert 2.0 < found[0].at < 2.0 + len(piper_speech("Hey Jarvis.")) / 16_000 + 0.5
+    else:
+        assert found == []
+
+
+def test_a_confident_score_wakes_at_once_and_no_confirmer_means_no_second_look(hey_jarvis_path):
+    confirmer = Recorder(False)
+    detector = WakeWordDetector([hey_jarvis_path], threshold=0.4, confirm_from=0.05)
+    detector.confirm_with(confirmer)
+    assert len(run(detector, CLIP)) == 1 and confirmer.asked == []
+    detector = WakeWordDetector([hey_jarvis_path], threshold=1.0, confirm_from=0.05)
+    assert run(detector, CLIP) == []  # nothing wired to confirm with: doubtful scores never wake
+    with pytest.raises(ValueError, match="confirm_from"):
+        WakeWordDetector([hey_jarvis_path], threshold=0.3, confirm_from=0.5)
+    assert CONFIRM_AFTER_FRAMES == 3
+
+
+def test_whisper_confirms_the_phrase_and_not_a_sound_alike(transcriber):
+    confirm = transcript_confirmer(transcriber)
+    assert confirm(concat(silence(0.6), piper_speech("Hey Jarvis."), silence(0.3)), "hey_jarvis")
+    assert not confirm(concat(silence(0.6), piper_speech("Hey Travis."), silence(0.3)), "hey_jarvis")
+
+
+# --- the shipped defaults on a small fixed set ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shipped(transcriber):
+    from elara.config import load_settings
+    from elara.voice.engines import load_wake
+
+    settings = load_settings(env={})
+    detector = load_wake(settings, verifiers=False)
+    detector.confirm_with(transcript_confirmer(transcriber))
+    return detector
+
+
+def paused(voice: str, speed: int) -> np.ndarray:
+    from voice_clips import espeak_ssml
+
+    return espeak_ssml('<speak>Hey <break time="400ms"/> Jarvis</speak>', voice=voice, speed=speed)
+
+
+POSITIVES = {
+    "piper": lambda: piper_speech("Hey Jarvis."),
+    "piper, a pause after hey": lambda: concat(piper_speech("Hey."), silence(0.45), piper_speech("Jarvis.")),
+    "espeak en-gb fast": lambda: espeak_speech("Hey Jarvis", voice="en-gb", speed=190),
+    "espeak en-us, a pause after hey": lambda: paused("en-us", 150),
+    "piper in white noise at 10 dB": lambda: with_noise(concat(silence(0.5), piper_speech("Hey Jarvis.")), 10),
+    "in a question": lambda: piper_speech("Hey Jarvis, what time is it?"),
+}
+NEGATIVES = {
+    "conversation": lambda: concat(
+        piper_speech("Hey, are you coming to dinner or not? The dog needs a walk before it gets dark."),
+        espeak_speech("Did you remember to buy milk on the way home? I think the train leaves at seven."),
+        espeak_speech("Hey there, how was your day at work?", voice="en-gb")),
+    "sound-alikes": lambda: concat(piper_speech("Hey Travis, can you come here?"),
+                                   espeak_speech("I heard someone shout hey Marvin across the street.")),
+    "news": lambda: piper_speech("The city council said on Monday that bus fares in Denver would rise by "
+                                 "four percent next year, after two years of delays."),
+}
+
+
+@pytest.mark.parametrize("clip", POSITIVES.values(), ids=POSITIVES.keys())
+def test_the_shipped_wake_word_hears_these(shipped, clip):
+    assert len(run_fresh(shipped, concat(silence(1.0), clip(), silence(1.5)))) == 1
+
+
+@pytest.mark.parametrize("clip", NEGATIVES.values(), ids=NEGATIVES.keys())
+def test_the_shipped_wake_word_ignores_these(shipped, clip):
+    assert run_fresh(shipped, concat(silence(1.0), clip(), silence(1.0))) == []
+
+
+def run_fresh(detector: WakeWordDetector, clip: np.ndarray):
+    detector.reset()
+    return run(detector, clip)
