@@ -53,22 +53,22 @@ def detector():
 def enrolled(detector):
     import asyncio
 
-    # A recording without the wake word is asked for again; then five takes and the other speech.
-    clips = [silence(3.0), *(wake_take(s) for s in (135, 145, 155, 165, 175)),
+    # A recording without the wake word is asked for again; then three takes and the other speech.
+    clips = [silence(3.0), *(wake_take(s) for s in (135, 155, 175)),
              *(espeak_speech(t, voice=USER, speed=160) for t in OTHER_SPEECH)]
     recorder = ScriptedRecorder(clips)
-    enrollment = asyncio.run(enroll(detector, recorder, "hey_jarvis", takes=5))
+    enrollment = asyncio.run(enroll(detector, recorder, "hey_jarvis", takes=3))
     return enrollment, recorder
 
 
 def test_enrollment_asks_again_when_the_wake_word_was_not_heard(enrolled):
     enrollment, recorder = enrolled
-    assert (enrollment.takes, enrollment.retakes) == (5, 1)
+    assert (enrollment.takes, enrollment.retakes) == (3, 1)
     assert recorder.clips == []
     assert "I didn't catch that. Let's try again." in recorder.said
-    assert recorder.said.count("Say 'Hey Jarvis' now.") == 6
+    assert recorder.said.count("Say 'Hey Jarvis' now.") == 4
     assert all(prompt in recorder.said for prompt in OTHER_PROMPTS)
-    assert enrollment.verifier.positives >= 5 and enrollment.verifier.negatives > 50
+    assert enrollment.verifier.positives >= 3 and enrollment.verifier.negatives > 50
 
 
 def test_the_verified_detector_still_wakes_for_the_user_and_not_on_their_other_speech(enrolled, tmp_path):
@@ -85,9 +85,9 @@ def test_the_verified_detector_still_wakes_for_the_user_and_not_on_their_other_s
 def test_enrollment_gives_up_when_the_wake_word_is_never_heard(detector):
     import asyncio
 
-    recorder = ScriptedRecorder([silence(3.0)] * 3)
+    recorder = ScriptedRecorder([silence(2.0)] * 2)
     with pytest.raises(EnrollmentError, match="was not heard.*microphone"):
-        asyncio.run(enroll(detector, recorder, "hey_jarvis", takes=3))
+        asyncio.run(enroll(detector, recorder, "hey_jarvis", takes=2))
 
 
 def test_the_config_file_gains_the_verifier_and_keeps_everything_else(tmp_path):
@@ -113,14 +113,14 @@ def test_elara_wake_enroll_from_recordings_configures_the_daemon(tmp_path, monke
     monkeypatch.delenv("ELARA_CONFIG", raising=False)
     recordings = tmp_path / "recordings"
     recordings.mkdir()
-    for i, speed in enumerate((140, 155, 170)):
+    for i, speed in enumerate((140, 170)):
         write_wav(recordings / f"wake-{i}.wav", wake_take(speed))
     write_wav(recordings / "other-0.wav", espeak_speech(OTHER_SPEECH[0], voice=USER))
     write_wav(recordings / "other-1.wav", espeak_speech(OTHER_SPEECH[1], voice=USER))
     assert cli.main(["wake", "enroll", "--from-dir", str(recordings)]) == 0
     out = capsys.readouterr().out
     verifier_file = home / "elara" / "verifiers" / "hey_jarvis.npz"
-    assert f"saved the verifier for hey_jarvis to {verifier_file}" in out and "3 takes" in out
+    assert f"saved the verifier for hey_jarvis to {verifier_file}" in out and "2 takes" in out
     settings = load_settings(env={"XDG_CONFIG_HOME": str(home)})
     assert settings.wake_word.verifiers == (str(verifier_file),)
     assert WakeVerifier.load(verifier_file).wake_word == "hey_jarvis"
