@@ -61,11 +61,17 @@ class WakeWordDetector:
     `refractory_seconds` of frame time (by `captured_at`) have passed. Not thread-safe: feed it
     from one task.
 
+    Two more stages, both off by default. Per-user `verifiers` (`elara wake enroll`) rescore the
+    frames the model scores ≥ VERIFY_FROM. A doubtful score, from `confirm_from` up to the
+    threshold, wakes only if the confirmer set by `confirm_with` (Whisper, in the daemon) hears the
+    wake word in the last ≈2.2 s; `process` runs it inline, so the frame that asks takes as long.
+
     Optional front ends, all off by default: WebRTC automatic gain and noise suppression on the
     audio before anything else (`auto_gain_dbfs`, `webrtc_noise_suppression`, as wyoming-satellite
     does), openWakeWord's own SpeexDSP noise suppression (`speex_noise_suppression`), and its
     Silero VAD gate, which zeroes the scores unless speech was heard 0.4–0.56 s earlier
-    (`vad_threshold`).
+    (`vad_threshold`, on in the shipped settings). scripts/bench_wake.py measured the other two
+    gaining nothing, so the settings don't offer them.
     """
 
     def __init__(
