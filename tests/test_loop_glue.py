@@ -54,6 +54,7 @@ class FakeWake:
 
     def __init__(self) -> None:
         self.resets = 0
+        self.confirmations = {"asked": 0, "confirmed": 0}
 
     def process(self, frame: AudioFrame) -> WakeDetection | None:
         return WakeDetection("hey_jarvis", 0.9, frame.captured_at) if frame.samples[0] == WAKE else None
@@ -569,6 +570,9 @@ def test_speech_resumed_after_a_speculation_leaves_no_trace(held):
     asyncio.run(scenario())
     assert rig.loop.counters.speculations_discarded == 1
     assert rig.loop.status()["counters"]["speculations_discarded"] == 1
+    rig.wake.confirmations.update(asked=3, confirmed=2)
+    assert rig.loop.status()["counters"]["wake_checks"] == 3
+    assert rig.loop.status()["counters"]["wake_checks_confirmed"] == 2
     assert rig.model.questions == [PHRASES[0], PHRASES[WHOLE]]
     # nothing of the dropped reply was played or stored: one reply, in order user → assistant
     assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),

@@ -49,6 +49,9 @@ WAKE_PHRASE_ONLY = "only the wake word"
 class WakeWord(Protocol):
     """Scores frames for the wake word."""
 
+    #: Doubtful wakes handed to the Whisper check ("asked") and those it confirmed ("confirmed").
+    confirmations: dict[str, int]
+
     def process(self, frame: AudioFrame) -> WakeDetection | None:
         """A detection, or None."""
 
@@ -211,7 +214,9 @@ class VoiceLoop:
                 "counters": {"wakes": c.wakes, "turns": c.turns, "failed_turns": c.failed_turns,
                              "false_wake_drops": c.no_speech + c.rejected_utterances,
                              "model_errors": c.model_errors,
-                             "speculations_discarded": c.speculations_discarded},
+                             "speculations_discarded": c.speculations_discarded,
+                             "wake_checks": self.parts.wake.confirmations["asked"],
+                             "wake_checks_confirmed": self.parts.wake.confirmations["confirmed"]},
                 "last_turn": dict(self.last_timings), "last_judgment": dict(self.last_judgment)}
 
     async def run(self) -> None:
