@@ -8,6 +8,7 @@ model scored on the phrase, and every other window of the other speech (openWake
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -97,7 +98,8 @@ async def enroll(
                 "microphone (Audio.InputDevice, `elara doctor`) and say it closer to it"
             )
         await recorder.say(f"Say '{phrase}' now.")
-        windows = phrase_windows(detector, await recorder.record(WAKE_SECONDS), wake_word)
+        clip = await recorder.record(WAKE_SECONDS)
+        windows = await asyncio.to_thread(phrase_windows, detector, clip, wake_word)
         if len(windows) == 0:
             retakes += 1
             log.info("take %d: the wake word was not heard; asking again", len(positive) + 1)
@@ -108,9 +110,12 @@ async def enroll(
     negative: list[np.ndarray] = []
     for prompt in OTHER_PROMPTS:
         await recorder.say(prompt)
-        negative.append(speech_windows(detector, await recorder.record(OTHER_SECONDS), wake_word))
-    negative.extend(speech_windows(detector, clip, wake_word) for clip in near_misses)
-    verifier = train(wake_word, np.concatenate(positive), np.concatenate(negative))
+        clip = await recorder.record(OTHER_SECONDS)
+        negative.append(await asyncio.to_thread(speech_windows, detector, clip, wake_word))
+    for clip in near_misses:
+        negative.append(await asyncio.to_thread(speech_windows, detector, clip, wake_word))
+    # Scoring and training take seconds of CPU: off the event loop, so the speaker keeps playing.
+    verifier = await asyncio.to_thread(train, wake_word, np.concatenate(positive), np.concatenate(negative))
     await recorder.say("Thank you. I know your voice now.")
     return Enrollment(verifier, takes=len(positive), retakes=retakes)
 
