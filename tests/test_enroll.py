@@ -125,6 +125,10 @@ def test_elara_wake_enroll_from_recordings_configures_the_daemon(tmp_path, monke
     assert settings.wake_word.verifiers == (str(verifier_file),)
     assert WakeVerifier.load(verifier_file).wake_word == "hey_jarvis"
     assert load_wake(settings).verified == ["hey_jarvis"]
+    assert cli.main(["wake", "enroll", "--takes", "0"]) == 2
+    assert cli.main(["wake", "enroll", "--wake-word", "alexa", "--from-dir", str(recordings)]) == 2
+    err = capsys.readouterr().err
+    assert "--takes must be at least 1" in err and "'alexa' is not one of WakeWord.Models (hey_jarvis)" in err
     # Without the wake-word files the command says what it needs.
     empty = tmp_path / "empty"
     empty.mkdir()

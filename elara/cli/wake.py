@@ -111,6 +111,9 @@ def _enroll(args: argparse.Namespace, settings: Settings) -> int:
     from elara.voice.engines import load_wake
     from elara.voice.enroll import Enrollment, add_verifier_to_config, enroll
 
+    if args.takes < 1:
+        print("elara: --takes must be at least 1", file=sys.stderr)
+        return 2
     detector = load_wake(settings, verifiers=False)
     wake_word = args.wake_word or detector.names[0]
     if wake_word not in detector.names:
