@@ -28,6 +28,20 @@ def write_temp(directory: Path, prefix: str, data: bytes) -> Path:
     return temp
 
 
+def replace_file(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Put `data` in `path`'s place atomically and durably: a crash leaves the old file or the new
+    one, never half of one. The file is 0600 unless `mode` says otherwise."""
+    temp = write_temp(path.parent, f".{path.name}.", data)
+    try:
+        if mode is not None:
+            os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        remove_quietly(temp)
+        raise
+    fsync_dir(path.parent)
+
+
 def fsync_dir(path: Path) -> None:
     """Make the directory's entries (a new or renamed file) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from elara.errors import ConfigError, EnrollmentError
-from elara.files import fsync_dir, remove_quietly, write_temp
+from elara.files import replace_file
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier, train
 from elara.voice.wake import WakeWordDetector
 
@@ -140,12 +139,5 @@ def add_verifier_to_config(config_file: Path, verifier_path: Path) -> None:
     wanted = str(verifier_path)
     section[key] = [*(p for p in listed if p != wanted), wanted]
     config_file.parent.mkdir(parents=True, exist_ok=True)
-    temp = write_temp(config_file.parent, f".{config_file.name}.", (json.dumps(data, indent=2) + "\n").encode())
-    try:
-        if config_file.exists():
-            os.chmod(temp, config_file.stat().st_mode & 0o777)
-        os.replace(temp, config_file)
-    except BaseException:
-        remove_quietly(temp)
-        raise
-    fsync_dir(config_file.parent)
+    mode = config_file.stat().st_mode & 0o777 if config_file.exists() else None
+    replace_file(config_file, (json.dumps(data, indent=2) + "\n").encode(), mode=mode)

@@ -12,14 +12,13 @@ trigger level apply to it unchanged. Here it is a few lines of numpy, stored as 
 from __future__ import annotations
 
 import io
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from elara.errors import ModelLoadError, ModelNotFoundError
-from elara.files import fsync_dir, remove_quietly, write_temp
+from elara.files import replace_file
 from elara.voice.models import WAKE_WORD_KEY
 
 #: The wake-word score from which a frame is handed to the verifier (openWakeWord's default).
@@ -57,13 +56,7 @@ class WakeVerifier:
             scale=self.scale, weights=self.weights, bias=np.array(self.bias),
             counts=np.array([self.positives, self.negatives]),
         )
-        temp = write_temp(path.parent, f".{path.name}.", buffer.getvalue())
-        try:
-            os.replace(temp, path)
-        except BaseException:
-            remove_quietly(temp)
-            raise
-        fsync_dir(path.parent)
+        replace_file(path, buffer.getvalue())
 
     @classmethod
     def load(cls, path: Path) -> WakeVerifier:
