@@ -54,11 +54,13 @@ class DeviceRecorder:
 
         wanted = int(seconds * SAMPLE_RATE)
         kept: list[np.ndarray] = []
+        count = 0
         async with Microphone(self._settings.audio.input_device) as microphone:
             print("(recording)", flush=True)
             async for frame in microphone.frames():
                 kept.append(frame.samples)
-                if sum(len(k) for k in kept) >= wanted:
+                count += len(frame.samples)
+                if count >= wanted:
                     break
         return np.concatenate(kept)[:wanted]
 

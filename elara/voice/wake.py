@@ -151,7 +151,8 @@ class WakeWordDetector:
         self._armed = True
         #: Doubtful wakes handed to the confirmer, and those it confirmed.
         self.confirmations = {"asked": 0, "confirmed": 0}
-        self._verifiers: dict[str, WakeVerifier] = {}
+        # wake word → (the feature window its model reads, its verifier)
+        self._verifiers: dict[str, tuple[int, WakeVerifier]] = {}
         for verifier in verifiers:
             if verifier.wake_word not in self.names:
                 raise ModelLoadError(
@@ -159,7 +160,8 @@ class WakeWordDetector:
                     f"({', '.join(self.names)}); add it to WakeWord.Models or drop the verifier from "
                     "WakeWord.Verifiers"
                 )
-            self._verifiers[verifier.wake_word] = verifier
+            inputs = self._model.model_inputs[self._model_key(verifier.wake_word)]
+            self._verifiers[verifier.wake_word] = (inputs, verifier)
         self._run: dict[str, int] = {}
         self._quiet_until = float("-inf")
         #: The latest score of every wake word (friendly name → 0..1), for benchmarks and logs.
@@ -197,7 +199,7 @@ class WakeWordDetector:
         found = []
         for start in range(0, len(clip) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
             raw = self._model.predict(self._front_end(clip[start : start + FRAME_SAMPLES]))
-            score = {self._names.get(k, k): float(v) for k, v in raw.items()}.get(name, 0.0)
+            score = self._named(raw).get(name, 0.0)
             found.append((score, self._model.preprocessor.get_features(inputs)[0].copy()))
         self.reset()
         return found
@@ -210,14 +212,11 @@ class WakeWordDetector:
             samples = samples.astype(np.int16)
         samples = samples.reshape(-1)
         self._history.append(samples)
-        raw = self._model.predict(self._front_end(samples))
-        scores = {self._names.get(k, k): float(v) for k, v in raw.items()}
-        for name, verifier in self._verifiers.items():
+        scores = self._named(self._model.predict(self._front_end(samples)))
+        for name, (inputs, verifier) in self._verifiers.items():
             # The verifier decides for the frames the model already half believes in.
             if scores.get(name, 0.0) >= VERIFY_FROM:
-                key = self._model_key(name)
-                features = self._model.preprocessor.get_features(self._model.model_inputs[key])
-                scores[name] = verifier.probability(features)
+                scores[name] = verifier.probability(self._model.preprocessor.get_features(inputs))
         detection: WakeDetection | None = None
         if frame.captured_at >= self._quiet_until:
             best: tuple[float, str] | None = None
@@ -263,6 +262,10 @@ class WakeWordDetector:
         self.confirmations["confirmed"] += 1
         log.info("%s confirmed by the transcript (score %.2f)", name, best)
         return WakeDetection(name=name, score=best, at=first_at)
+
+    def _named(self, raw: dict[str, Any]) -> dict[str, float]:
+        """openWakeWord's scores keyed by friendly wake-word name."""
+        return {self._names.get(k, k): float(v) for k, v in raw.items()}
 
     def _model_key(self, name: str) -> str:
         """The openWakeWord model that scores wake word `name`."""
