@@ -77,19 +77,17 @@ def _word_number(tokens: list[str], i: int) -> tuple[int, int] | None:
     total = current = 0
     last = ""  # kind of the previous token: small, tens, hundred, thousand
     j = i
-    if j + 1 < len(tokens) and tokens[j] in ("a", "an", "one") and tokens[j + 1] in ("hundred", "thousand"):
+    if tokens[j:j + 1] in (["a"], ["an"]) and tokens[j + 1:j + 2] in (["hundred"], ["thousand"]):
         current, last, j = 1, "small", j + 1
     while j < len(tokens):
         tok = tokens[j]
-        if tok in _SMALL and (last in ("", "hundred", "thousand") or (last == "tens" and _SMALL[tok] < 10)):
-            if last == "tens" and _SMALL[tok] == 0:
-                break
+        if tok in _SMALL and (last in ("", "hundred", "thousand") or (last == "tens" and 1 <= _SMALL[tok] <= 9)):
             current += _SMALL[tok]
             last = "small"
         elif tok in _TENS and last in ("", "hundred", "thousand"):
             current += _TENS[tok]
             last = "tens"
-        elif tok == "hundred" and last == "small" and 1 <= current % 100 <= 9 and current < 100:
+        elif tok == "hundred" and last == "small" and 1 <= current <= 9:
             current *= 100
             last = "hundred"
         elif tok == "thousand" and last in ("small", "tens", "hundred") and total == 0 and current:
@@ -101,9 +99,7 @@ def _word_number(tokens: list[str], i: int) -> tuple[int, int] | None:
         else:
             break
         j += 1
-    if j == i or not last:
-        return None
-    return total + current, j
+    return (total + current, j) if last else None
 
 
 def _number(tokens: list[str], i: int) -> tuple[float, int] | None:
@@ -117,7 +113,7 @@ def _number(tokens: list[str], i: int) -> tuple[float, int] | None:
         value, j = 2, i + 3
     elif tokens[i:i + 2] == ["couple", "of"] or tokens[i:i + 2] == ["a", "couple"]:
         value, j = 2, i + 2
-    elif tokens[i] in ("a", "an") and tokens[i + 1:i + 2] and tokens[i + 1] in _UNITS:
+    elif tokens[i] in ("a", "an") and _unit_at(tokens, i + 1):
         value, j = 1, i + 1
     else:
         found = _word_number(tokens, i)
@@ -129,6 +125,11 @@ def _number(tokens: list[str], i: int) -> tuple[float, int] | None:
     return value, j
 
 
+def _unit_at(tokens: list[str], i: int) -> bool:
+    """Whether tokens[i] is a unit of time."""
+    return i < len(tokens) and tokens[i] in _UNITS
+
+
 def _duration_part(tokens: list[str], i: int) -> tuple[float, int, int] | None:
     """One "amount unit" piece from tokens[i]: (seconds, unit size, next index)."""
     j = i + 1 if tokens[i:i + 1] == ["a"] else i
@@ -137,10 +138,10 @@ def _duration_part(tokens: list[str], i: int) -> tuple[float, int, int] | None:
             k = j + len(words)
             k += tokens[k:k + 1] == ["of"]
             k += tokens[k:k + 1] in (["a"], ["an"])
-            if k < len(tokens) and tokens[k] in _UNITS:
+            if _unit_at(tokens, k):
                 return fraction * _UNITS[tokens[k]], _UNITS[tokens[k]], k + 1
     found = _number(tokens, i)
-    if found is None or found[1] >= len(tokens) or tokens[found[1]] not in _UNITS:
+    if found is None or not _unit_at(tokens, found[1]):
         return None
     amount, j = found
     unit = _UNITS[tokens[j]]
@@ -166,9 +167,8 @@ def _duration(tokens: list[str], i: int) -> tuple[int, int] | None:
             continue
         # "two minutes thirty", "an hour fifteen": a bare last number counts in the next smaller unit.
         bare = _number(tokens, j) if unit > 1 and k == j else None
-        if (bare is not None and bare[0] == int(bare[0]) < 60
-                and (bare[1] == len(tokens) or tokens[bare[1]] not in _UNITS)):
-            total, j = total + int(bare[0]) * unit // 60, bare[1]
+        if bare is not None and bare[0] == int(bare[0]) and bare[0] < 60 and not _unit_at(tokens, bare[1]):
+            total, j = total + int(bare[0]) * (unit // 60), bare[1]
         break
     return int(total + 0.5), j
 
