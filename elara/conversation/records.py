@@ -24,6 +24,17 @@ def memory_record(kind: str, content: str, timestamp: datetime, **metadata: str)
     return ChatMessage(ChatRole.SYSTEM, content, timestamp, {KIND: kind, **metadata})
 
 
+def parse_time(value: str | None) -> datetime | None:
+    """A record's ISO 8601 metadata time; None when missing, malformed or without a UTC offset."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
 def kind_of(message: ChatMessage) -> str | None:
     """The record's kind, or None for a conversation turn or a plain system message."""
     if message.role is not ChatRole.SYSTEM:

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.prompts import SystemPromptProvider, utc_now
-from elara.conversation.records import FACTS_HEADING
+from elara.conversation.records import FACTS_HEADING, parse_time
 from elara.conversation.store import ConversationStore
 from elara.errors import LanguageModelError, StoreError
 from elara.memory.phrasing import normalize, significant_words, subject
@@ -236,7 +236,7 @@ class FactBook:
                             "no text" if text == "" else "missing or invalid id")
                 malformed.append(stored.path)
                 continue
-            created = _parse_time(message.metadata.get(CREATED)) or message.timestamp_utc
+            created = parse_time(message.metadata.get(CREATED)) or message.timestamp_utc
             versions.setdefault(fact_id, []).append(Fact(
                 fact_id, text, created, message.timestamp_utc, stored.path,
                 message.metadata.get(SOURCE, EXPLICIT)))
@@ -301,16 +301,6 @@ class FactBook:
             fact_id = secrets.token_hex(4)
             if fact_id not in taken:
                 return fact_id
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 # -- the model picks out facts -----------------------------------------------------------------
