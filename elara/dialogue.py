@@ -14,10 +14,16 @@ States::
     thinking      the orchestrator is building the prompt / waiting for the model's first words
     speaking      the reply is being spoken
     follow_up     listening again without the wake word, for `follow_up_seconds` (mode "continued")
+    announcing    saying something unasked (a timer ringing); only ever entered from idle
 
 Modes: "wake_word" — every turn starts with the wake word, so a finished reply goes back to idle;
 "continued" — a finished reply opens the follow-up window: speech in it starts the next turn with
 no wake word, silence until the window closes (or the segmenter's `NoSpeech`) goes back to idle.
+A reply that asked a question (`ReplyFinished(expects_answer=True)`) opens the window in either
+mode, so the answer needs no wake word.
+
+Announcements wait for idle, so they never talk over the user or a reply; the wake word over one
+stops it when barge-in is on, as it does a reply.
 
 Every failure and cancellation path goes back to idle. An event that means nothing in the current
 state (a transcript while idle, the wake word while thinking, a repeated event …) is ignored: no
@@ -57,8 +63,11 @@ TRANSCRIBING = "transcribing"
 THINKING = "thinking"
 SPEAKING = "speaking"
 FOLLOW_UP = "follow_up"
-#: Every state, in the order a turn passes through them.
-STATES: tuple[str, ...] = (IDLE, LISTENING, TRANSCRIBING, THINKING, SPEAKING, FOLLOW_UP)
+ANNOUNCING = "announcing"
+#: Every state, in the order a turn passes through them (announcing is outside turns).
+STATES: tuple[str, ...] = (IDLE, LISTENING, TRANSCRIBING, THINKING, SPEAKING, FOLLOW_UP, ANNOUNCING)
+#: How long the follow-up window stays open after a question when FollowUpSeconds is 0.
+ANSWER_WINDOW_SECONDS = 6.0
 
 Mode = Literal["wake_word", "continued"]
 MODES: tuple[str, ...] = ("wake_word", "continued")
@@ -145,9 +154,27 @@ class ReplyStarted(DialogueEvent):
 
 @dataclass(frozen=True)
 class ReplyFinished(DialogueEvent):
-    """The turn's reply is over: all of it was spoken (or there was nothing to say)."""
+    """The turn's reply is over: all of it was spoken (or there was nothing to say).
+    `expects_answer`: the reply asked the user a question."""
 
     trigger: ClassVar[str] = "reply_finished"
+    at: float
+    expects_answer: bool = False
+
+
+@dataclass(frozen=True)
+class AnnouncementStarted(DialogueEvent):
+    """An announcement began playing (the loop starts one only while idle)."""
+
+    trigger: ClassVar[str] = "announcement_started"
+    at: float
+
+
+@dataclass(frozen=True)
+class AnnouncementFinished(DialogueEvent):
+    """The announcement is over (heard, cut, or failed to play)."""
+
+    trigger: ClassVar[str] = "announcement_finished"
     at: float
 
 
@@ -184,7 +211,7 @@ class Cancel(DialogueEvent):
 #: Every event type `Dialogue.handle` understands.
 EVENT_TYPES: tuple[type[DialogueEvent], ...] = (
     WakeDetected, SpeechHeard, UtteranceCaptured, NoSpeechHeard, TranscriptReady, TranscriptRejected,
-    ReplyStarted, ReplyFinished, TurnFailed, Tick, Cancel,
+    ReplyStarted, ReplyFinished, TurnFailed, Tick, Cancel, AnnouncementStarted, AnnouncementFinished,
 )
 
 # -- intents ---------------------------------------------------------------------------------
@@ -278,6 +305,7 @@ class Dialogue:
                 {"name": THINKING},
                 {"name": SPEAKING},
                 {"name": FOLLOW_UP, "on_exit": [self._on_exit_follow_up]},
+                {"name": ANNOUNCING},
             ],
             transitions=self._transitions(),
             initial=IDLE,
@@ -299,8 +327,11 @@ class Dialogue:
             # the wake word: a new turn (from idle, or restarting the follow-up capture), barge-in
             {"trigger": "wake_detected", "source": IDLE, "dest": LISTENING, "after": self._start_listening},
             {"trigger": "wake_detected", "source": FOLLOW_UP, "dest": LISTENING, "after": self._start_listening},
-            {"trigger": "wake_detected", "source": SPEAKING, "dest": LISTENING, "conditions": self._barge_in_enabled,
-             "before": self._abort, "after": self._start_listening},
+            {"trigger": "wake_detected", "source": [SPEAKING, ANNOUNCING], "dest": LISTENING,
+             "conditions": self._barge_in_enabled, "before": self._abort, "after": self._start_listening},
+            # announcements: only from idle, and back to it
+            {"trigger": "announcement_started", "source": IDLE, "dest": ANNOUNCING},
+            {"trigger": "announcement_finished", "source": ANNOUNCING, "dest": IDLE},
             # capture
             {"trigger": "speech_heard", "source": FOLLOW_UP, "dest": LISTENING},
             {"trigger": "speech_heard", "source": LISTENING, "dest": None},
@@ -318,7 +349,7 @@ class Dialogue:
             {"trigger": "reply_finished", "source": [THINKING, SPEAKING], "dest": IDLE},
             # failures and cancellation
             {"trigger": "turn_failed", "source": busy, "dest": IDLE, "before": self._abort},
-            {"trigger": "cancel", "source": busy, "dest": IDLE, "before": self._abort},
+            {"trigger": "cancel", "source": [*busy, ANNOUNCING], "dest": IDLE, "before": self._abort},
             {"trigger": "cancel", "source": IDLE, "dest": None},
             # the clock: closes the follow-up window, otherwise nothing
             {"trigger": "tick", "source": FOLLOW_UP, "dest": IDLE, "conditions": self._follow_up_expired,
@@ -463,9 +494,10 @@ class Dialogue:
     def _barge_in_enabled(self, data: EventData) -> bool:
         return self.barge_in
 
-    @_guard("continued mode and follow_up_seconds > 0")
+    @_guard("a question was asked, or continued mode and follow_up_seconds > 0")
     def _follows_up(self, data: EventData) -> bool:
-        return self.mode == "continued" and self.follow_up_seconds > 0
+        return (self._event(data).expects_answer
+                or (self.mode == "continued" and self.follow_up_seconds > 0))
 
     @_guard("text not blank")
     def _has_text(self, data: EventData) -> bool:
@@ -484,7 +516,7 @@ class Dialogue:
 
     def _open_follow_up(self, data: EventData) -> None:
         self._turn += 1
-        self._follow_up_deadline = self._event(data).time + self.follow_up_seconds
+        self._follow_up_deadline = self._event(data).time + (self.follow_up_seconds or ANSWER_WINDOW_SECONDS)
         self._intents.append(StartListening(follow_up=True))
 
     def _stop_listening(self, data: EventData) -> None:
@@ -505,6 +537,8 @@ class Dialogue:
             self._intents.append(CancelTurn())
         elif source == SPEAKING:
             self._intents += [StopSpeaking(), CancelTurn()]
+        elif source == ANNOUNCING:
+            self._intents.append(StopSpeaking())
         event = self._event(data)
         reason = getattr(event, "reason", None)
         log.debug("dialogue: %s in %s%s", type(event).__name__, source, f" ({reason})" if reason else "")

@@ -9,6 +9,7 @@ import pytest
 
 from elara.conversation.messages import PromptReady
 from elara.dialogue import (
+    ANNOUNCING,
     EVENT_TYPES,
     FOLLOW_UP,
     IDLE,
@@ -17,6 +18,8 @@ from elara.dialogue import (
     STATES,
     THINKING,
     TRANSCRIBING,
+    AnnouncementFinished,
+    AnnouncementStarted,
     ArmWakeWord,
     Cancel,
     CancelTurn,
@@ -54,6 +57,8 @@ def sample(event_type: type[DialogueEvent], t: float = 0.0) -> DialogueEvent:
         TurnFailed: lambda: TurnFailed(reason="boom", at=t),
         Tick: lambda: Tick(now=t),
         Cancel: lambda: Cancel(at=t),
+        AnnouncementStarted: lambda: AnnouncementStarted(at=t),
+        AnnouncementFinished: lambda: AnnouncementFinished(at=t),
     }[event_type]()
 
 
@@ -65,6 +70,7 @@ PATHS: dict[str, list[type[DialogueEvent]]] = {
     THINKING: [WakeDetected, UtteranceCaptured, TranscriptReady],
     SPEAKING: [WakeDetected, UtteranceCaptured, TranscriptReady, ReplyStarted],
     FOLLOW_UP: [WakeDetected, UtteranceCaptured, TranscriptReady, ReplyStarted, ReplyFinished],
+    ANNOUNCING: [AnnouncementStarted],
 }
 
 
@@ -78,9 +84,9 @@ def reach(state: str, mode: str = "continued", *, barge_in: bool = False, follow
 
 
 def test_states_and_events_are_what_the_machine_has() -> None:
-    assert STATES == (IDLE, LISTENING, TRANSCRIBING, THINKING, SPEAKING, FOLLOW_UP)
+    assert STATES == (IDLE, LISTENING, TRANSCRIBING, THINKING, SPEAKING, FOLLOW_UP, ANNOUNCING)
     assert Dialogue("wake_word", 0).state == IDLE
-    assert len({t.trigger for t in EVENT_TYPES}) == len(EVENT_TYPES) == 11
+    assert len({t.trigger for t in EVENT_TYPES}) == len(EVENT_TYPES) == 13
 
 
 # -- happy paths -----------------------------------------------------------------------------
@@ -254,31 +260,37 @@ TABLE: dict[str, dict[type[DialogueEvent], str | None]] = {
     IDLE: {
         WakeDetected: LISTENING, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: X, Tick: IDLE, Cancel: IDLE,
+        AnnouncementStarted: ANNOUNCING, AnnouncementFinished: X,
     },
     LISTENING: {
         WakeDetected: X, SpeechHeard: LISTENING, UtteranceCaptured: TRANSCRIBING, NoSpeechHeard: IDLE,
         TranscriptReady: X, TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE,
-        Tick: LISTENING, Cancel: IDLE,
+        Tick: LISTENING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
     },
     TRANSCRIBING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: THINKING,
         TranscriptRejected: IDLE, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE, Tick: TRANSCRIBING,
-        Cancel: IDLE,
+        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
     },
     THINKING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: SPEAKING, ReplyFinished: FOLLOW_UP, TurnFailed: IDLE,
-        Tick: THINKING, Cancel: IDLE,
+        Tick: THINKING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
     },
     SPEAKING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: FOLLOW_UP, TurnFailed: IDLE, Tick: SPEAKING,
-        Cancel: IDLE,
+        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
     },
     FOLLOW_UP: {
         WakeDetected: LISTENING, SpeechHeard: LISTENING, UtteranceCaptured: TRANSCRIBING, NoSpeechHeard: IDLE,
         TranscriptReady: X, TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE,
-        Tick: FOLLOW_UP, Cancel: IDLE,
+        Tick: FOLLOW_UP, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
+    },
+    ANNOUNCING: {
+        WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
+        TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: X, Tick: ANNOUNCING,
+        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: IDLE,
     },
 }
 
@@ -287,7 +299,7 @@ def expected(mode: str, barge_in: bool, state: str, event_type: type[DialogueEve
     result = TABLE[state][event_type]
     if mode == "wake_word" and state in (THINKING, SPEAKING) and event_type is ReplyFinished:
         result = IDLE
-    if barge_in and state == SPEAKING and event_type is WakeDetected:
+    if barge_in and state in (SPEAKING, ANNOUNCING) and event_type is WakeDetected:
         result = LISTENING
     return result
 
@@ -468,7 +480,7 @@ def test_describe_lists_every_state_and_what_it_acts_on(mode: str, barge_in: boo
     for state in STATES:
         listed = {line.split()[0] for line in found[state]}
         acted_on = {e.trigger for e in EVENT_TYPES if TABLE[state][e] is not X}
-        if state == SPEAKING:
+        if state in (SPEAKING, ANNOUNCING):
             acted_on.add(WakeDetected.trigger)  # guarded by barge_in, shown with its guard
         assert listed == acted_on, state
     assert any(re.fullmatch(r"wake_detected\s+-> listening\s+\[barge_in\]", line) for line in found[SPEAKING])
@@ -499,3 +511,37 @@ def test_diagrams_follow_the_machine() -> None:
     d._machine.add_transition("reply_started", "follow_up", "speaking")
     assert any(line.startswith("reply_started") for line in sections(d.describe())[FOLLOW_UP])
     assert '"follow_up" -> "speaking" [label="reply_started"];' in d.to_dot()
+
+
+# -- announcements and questions -------------------------------------------------------------
+
+
+def test_an_announcement_plays_from_idle_and_rearms_the_wake_word() -> None:
+    d = Dialogue("wake_word", 0)
+    assert d.handle(AnnouncementStarted(at=1)) == [] and d.state == ANNOUNCING
+    assert d.handle(AnnouncementFinished(at=3)) == [ArmWakeWord()] and d.state == IDLE
+
+
+def test_the_wake_word_over_an_announcement_stops_it_only_with_barge_in() -> None:
+    quiet = Dialogue("wake_word", 0)
+    quiet.handle(AnnouncementStarted(at=1))
+    assert quiet.handle(WakeDetected(at=2)) == [] and quiet.state == ANNOUNCING
+    barging = Dialogue("wake_word", 0, barge_in=True)
+    barging.handle(AnnouncementStarted(at=1))
+    assert barging.handle(WakeDetected(at=2)) == [StopSpeaking(), StartListening(follow_up=False)]
+    assert barging.state == LISTENING
+
+
+def test_an_announcement_never_starts_during_a_turn() -> None:
+    d = reach(THINKING)
+    assert d.handle(AnnouncementStarted(at=9)) == [] and d.state == THINKING
+
+
+def test_a_question_opens_the_answer_window_in_wake_word_mode() -> None:
+    d = Dialogue("wake_word", 0)
+    for t, event_type in enumerate([WakeDetected, UtteranceCaptured, TranscriptReady, ReplyStarted], 1):
+        d.handle(sample(event_type, t))
+    assert d.handle(ReplyFinished(at=5, expects_answer=True)) == [StartListening(follow_up=True)]
+    assert d.state == FOLLOW_UP and d.follow_up_deadline == 5 + 6.0
+    d.handle(Tick(now=11.5))
+    assert d.state == IDLE

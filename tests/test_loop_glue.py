@@ -16,11 +16,15 @@ import numpy as np
 import pytest
 
 from elara import dialogue as d
+from elara.announcements import RETRY_SECONDS, RING_GAP_SECONDS, Announcement, Announcer
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip, AudioFrame
+from elara.commands import LocalCommands
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
+from elara.conversation.store import ConversationStore
 from elara.orchestrator import Orchestrator
+from elara.timers import TimerBook
 from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop, VoiceParts
 from elara.voice.speech import SpeechSink
@@ -31,9 +35,10 @@ from elara.voice.wake import WakeDetection
 FRAME = FRAME_SAMPLES / SAMPLE_RATE
 SILENCE, WAKE, SPEECH = 0, 1, 100  # a speech frame holds SPEECH + the phrase's number
 PHRASES = ["what is the capital of france", "and of spain", "how far is the moon", "Hey, Jervis.",
-           "What is the capital of", "What is the capital of Germany?", "Tell me a joke."]
+           "What is the capital of", "What is the capital of Germany?", "Tell me a joke.", "Stop."]
 WAKE_PHRASE_ONLY = 3  # how Whisper may write the wake phrase said alone
 UNFINISHED, WHOLE, FINISHED = 4, 5, 6  # "What is the capital of", the same question whole, another
+STOP = 7
 
 
 # -- fakes for the engines ---------------------------------------------------------------------
@@ -647,3 +652,95 @@ def test_a_held_reply_is_synthesized_but_not_played_until_released():
         await asyncio.wait_for(waiter, 1)
 
     asyncio.run(scenario())
+
+
+# -- announcements -----------------------------------------------------------------------------
+
+
+def announcing_rig(**options: object) -> tuple[Rig, Announcer, list[tuple[str, str]]]:
+    """A rig whose loop announces; the announcer's hooks are recorded."""
+    rig = make_rig(**options)
+    events: list[tuple[str, str]] = []
+    announcer = Announcer(on_heard=lambda a: events.append(("heard", a.text)),
+                          on_over=lambda a, why: events.append((why, a.text)))
+    rig.loop.announcer = announcer
+    return rig, announcer, events
+
+
+def test_an_announcement_waits_for_the_turn_then_chimes_and_speaks():
+    rig, announcer, events = announcing_rig(mode="wake_word")
+
+    async def scenario():
+        rig.model.hold = asyncio.Event()
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.8), wait=False)
+        await until(rig, d.THINKING)
+        announcer.post(Announcement("Your pasta timer is done.", "timer"))
+        await run_loop(rig, quiet(0.3), wait=False)
+        assert rig.loop.state == d.THINKING and rig.synthesizer.said == []  # never over a turn
+        rig.model.hold.set()
+        await settle(rig)
+        await run_loop(rig, quiet(0.3))
+
+    asyncio.run(scenario())
+    assert rig.synthesizer.said == ["Paris is the capital.", "It is lovely.", "Your pasta timer is done."]
+    chime_clip = rig.player.played[2]
+    assert chime_clip.sample_rate == FakeSynthesizer.sample_rate and 0.5 < chime_clip.duration < 1.0
+    assert d.ANNOUNCING in rig.states and rig.loop.state == d.IDLE
+    assert events == [("heard", "Your pasta timer is done."), ("said", "Your pasta timer is done.")]
+    assert not announcer.pending
+
+
+def test_a_ringing_timer_repeats_until_ring_seconds_and_its_own_voice_never_wakes_her():
+    rig, announcer, events = announcing_rig(mode="wake_word")
+    rig.loop.parts = replace(rig.loop.parts, ring_seconds=8.0)
+
+    async def scenario():
+        announcer.post(Announcement("Your tea timer is done.", "timer", rings=True, timer_id="t1"))
+        await run_loop(rig, [SILENCE])
+        await run_loop(rig, [WAKE])  # just after it spoke: its own echo, muted
+        assert rig.loop.state == d.IDLE and rig.loop.counters.wakes == 0
+        await run_loop(rig, quiet(12.0))
+
+    asyncio.run(scenario())
+    # heard at once, then RING_GAP_SECONDS after each (to the next frame), none starting after 8 s
+    assert RING_GAP_SECONDS == 3.0
+    assert rig.synthesizer.said.count("Your tea timer is done.") == 3
+    assert events[0] == ("heard", "Your tea timer is done.") and events[-1] == ("rang out", "Your tea timer is done.")
+    assert not announcer.pending
+
+
+def test_the_wake_word_then_stop_ends_the_ringing_without_the_model(tmp_path):
+    rig, announcer, events = announcing_rig(mode="wake_word")
+    orchestrator = rig.loop.parts.orchestrator
+    assert isinstance(orchestrator, Orchestrator)
+    orchestrator.commands = LocalCommands(TimerBook(ConversationStore(tmp_path, "k")), max_seconds=86400,
+                                          announcer=announcer)
+
+    async def scenario():
+        announcer.post(Announcement("Your tea timer is done.", "timer", rings=True, timer_id="t1"))
+        await run_loop(rig, quiet(1.0))
+        assert announcer.ringing
+        await run_loop(rig, [WAKE] + say(STOP, 0.5) + quiet(0.8))
+        await run_loop(rig, quiet(8.0))
+
+    asyncio.run(scenario())
+    assert rig.model.questions == []
+    assert rig.synthesizer.said == ["Your tea timer is done."]
+    assert events == [("heard", "Your tea timer is done."), ("stopped", "Your tea timer is done.")]
+    assert rig.store.messages == []  # a "stop" is no conversation
+
+
+def test_an_announcement_the_speaker_cannot_play_is_tried_again_until_heard(caplog):
+    rig, announcer, events = announcing_rig(mode="wake_word")
+    rig.player.fail = True
+
+    async def scenario():
+        announcer.post(Announcement("Your eggs timer is done.", "timer", rings=True, timer_id="t2"))
+        await run_loop(rig, quiet(RETRY_SECONDS * 2 + 1))
+        assert events == [] and announcer.counters.playback_failures >= 2
+        rig.player.fail = False  # the speaker is back
+        await run_loop(rig, quiet(RETRY_SECONDS + 1))
+
+    asyncio.run(scenario())
+    assert events[0] == ("heard", "Your eggs timer is done.")
+    assert caplog.text.count("could not play the timer announcement") == 1

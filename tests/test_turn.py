@@ -280,3 +280,15 @@ def test_when_the_reply_is_started_ahead(judgment, enabled, is_question, ahead):
 def test_a_pause_without_a_judgment_ends_after_end_silence():
     assert pause_limit_ms(None, 600) == 600
     assert pause_limit_ms(_judged(Verdict.FINISHED), 600) == 250
+
+
+@pytest.mark.parametrize("text, command, verdict", [
+    ("Stop.", True, Verdict.FINISHED),  # a one-word command says "nothing" as a sentence
+    ("Stop.", False, Verdict.UNKNOWN),
+    ("Set a timer for", False, Verdict.UNFINISHED),
+    ("What time is it?", True, Verdict.FINISHED),
+])
+def test_a_whole_command_is_a_finished_turn(text, command, verdict):
+    judgment = judge(PauseSignals(silence_ms=240, transcript=text, transcript_logprob=-0.9,
+                                  command=command), TurnThresholds(wake_phrases=("hey jarvis",)))
+    assert judgment.verdict is verdict

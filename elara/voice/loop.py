@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import re
 import time
@@ -24,8 +25,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from elara import dialogue as d
-from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioFrame
+from elara.announcements import Announcement, Announcer, chime
+from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioClip, AudioFrame
 from elara.conversation.messages import PromptReady
+from elara.errors import LanguageModelError
 from elara.orchestrator import TurnResult
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
@@ -101,6 +104,8 @@ class VoiceParts:
     wake_phrases: tuple[str, ...] = ()
     judge: TurnJudge | None = None  # None: every pause ends after EndSilenceMs
     speculative_reply: bool = False
+    ring_seconds: float = 60.0  # how long a timer's announcement repeats unless stopped
+    is_command: Callable[[str], bool] | None = None  # words a local command answers whole
 
 
 @dataclass
@@ -158,8 +163,11 @@ class VoiceLoop:
     """Runs the conversation over the microphone's frames until stopped."""
 
     def __init__(self, parts: VoiceParts, *, clock: Callable[[], float] = time.monotonic,
-                 on_state: Callable[[str], None] | None = None) -> None:
+                 on_state: Callable[[str], None] | None = None,
+                 announcer: Announcer | None = None) -> None:
         self.parts = parts
+        #: what to say unasked, at idle moments (it outlives reloads, as the loop does)
+        self.announcer = announcer
         self.counters = LoopCounters()
         self.last_timings: dict[str, float | None] = {}
         self.last_judgment: dict[str, Any] = {}  # the last turn's end-of-turn judgment
@@ -180,6 +188,7 @@ class VoiceLoop:
         self._speculation: _Speculation | None = None
         self._dropping: asyncio.Task[None] | None = None  # a speculation being dropped
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
+        self._announcing: asyncio.Task[None] | None = None
         self._speaking_until = 0.0
         self._turn = _Turn()
         self._swap: _Swap | None = None
@@ -203,9 +212,11 @@ class VoiceLoop:
 
     @property
     def settled(self) -> bool:
-        """True when nothing is in flight: no transcription, reply, pause judgment or drop."""
+        """True when nothing is in flight: no transcription, reply, pause judgment, drop or
+        announcement."""
         return (not self.busy and all(t.done() for t in self._background)
-                and (self._dropping is None or self._dropping.done()))
+                and (self._dropping is None or self._dropping.done())
+                and (self._announcing is None or self._announcing.done()))
 
     def status(self) -> dict[str, Any]:
         """The loop's part of `elara status`: state, counters, the last turn's timings."""
@@ -249,6 +260,9 @@ class VoiceLoop:
     async def shutdown(self, grace: float = 3.0) -> None:
         """Stop listening; give the turn in flight `grace` seconds to finish storing, then drop it."""
         self._listening = False
+        if self._announcing is not None:
+            self._announcing.cancel()
+            await asyncio.gather(self._announcing, return_exceptions=True)
         await self.parts.speech.stop()
         deadline = asyncio.get_running_loop().time() + grace
         # A transcription in flight becomes a reply in flight: wait for whichever comes.
@@ -275,13 +289,50 @@ class VoiceLoop:
         if self._swap is not None and not self._swap.done.done() and self._idle():
             self._swap_now()
         self._handle(d.Tick(now=frame.captured_at))
+        self._maybe_announce()
         if self._listening:
             await self._feed_segmenter(frame)
         else:
             state = self.state
-            if state == d.IDLE or (state == d.SPEAKING and self.parts.dialogue.barge_in):
+            if state == d.IDLE or (state in (d.SPEAKING, d.ANNOUNCING) and self.parts.dialogue.barge_in):
                 await self._feed_wake_word(frame)
         self._pre_roll.append(frame)
+
+    # -- announcements -------------------------------------------------------------------------
+
+    def _maybe_announce(self) -> None:
+        """Start the next announcement due, if nothing else is going on."""
+        if (self.announcer is None or not self._idle() or not self.settled
+                or (self._announcing is not None and not self._announcing.done())):
+            return
+        announcement = self.announcer.next(self._clock())
+        if announcement is not None:
+            self._announcing = asyncio.create_task(self._announce(announcement, self.parts),
+                                                   name="announcement")
+
+    async def _announce(self, announcement: Announcement, parts: VoiceParts) -> None:
+        assert self.announcer is not None
+        self._handle(d.AnnouncementStarted(at=self._clock()))
+        speech = parts.speech
+        speech.on_first_audio = None
+        log.info("announcing (%s)", announcement.why)
+        log.debug("announcement: %s", announcement.text)
+        try:
+            if announcement.chime:
+                await speech.sound(_chime(speech.sample_rate))
+            await speech.say(announcement.text)
+            await speech.finish()
+        except asyncio.CancelledError:
+            await speech.stop()
+            raise
+        finally:
+            self._speaking_until = self._clock() + parts.speaker_tail_ms / 1000
+        if speech.failure is not None:
+            self.announcer.failed(announcement, self._clock(), speech.failure)
+        else:
+            log.info("announced (%s)", announcement.why)
+            self.announcer.played(announcement, self._clock(), parts.ring_seconds)
+        self._handle(d.AnnouncementFinished(at=self._clock()))
 
     # -- swapping parts ------------------------------------------------------------------------
 
@@ -369,10 +420,13 @@ class VoiceLoop:
         began = self._clock()
         judgment = None
         if parts.judge is not None:
+            command = (transcript is not None and parts.is_command is not None
+                       and parts.is_command(strip_wake_phrase(transcript.text, parts.wake_phrases)))
             judgment = parts.judge.judge(PauseSignals(
                 silence_ms=segmenter.silence_ms,
                 transcript=None if transcript is None else transcript.text,
-                transcript_logprob=None if transcript is None else transcript.avg_logprob))
+                transcript_logprob=None if transcript is None else transcript.avg_logprob,
+                command=command))
             self._turn.judgment = judgment
             self._turn.judged_at_silence_ms = segmenter.silence_ms
             self._turn.judge_seconds = self._clock() - began
@@ -597,7 +651,7 @@ class VoiceLoop:
             await speech.stop()
             raise
         self._speaking_until = self._clock() + parts.speaker_tail_ms / 1000
-        if result.error is not None:
+        if isinstance(result.error, LanguageModelError):
             self.counters.model_errors += 1
         self._turn.first_token = (started + result.timings.first_token
                                   if result.timings.first_token is not None else None)
@@ -608,7 +662,7 @@ class VoiceLoop:
             log.error("the reply could not be played: %s", speech.failure)
             self._fail(turn, "playback")
             return
-        self._handle(d.ReplyFinished(at=self._clock(), turn=turn))
+        self._handle(d.ReplyFinished(at=self._clock(), turn=turn, expects_answer=result.expects_answer))
 
     def _fail(self, turn: int, reason: str) -> None:
         self.counters.failed_turns += 1
@@ -639,6 +693,11 @@ class VoiceLoop:
             f"{t.judgment.end_after_ms} ms")
         log.info("turn timings: %s; %s", ", ".join(
             f"{k} {'-' if v is None else f'{v:.3f} s'}" for k, v in self.last_timings.items()), judged)
+
+
+@functools.lru_cache(maxsize=4)
+def _chime(sample_rate: int) -> AudioClip:
+    return chime(sample_rate)
 
 
 def _pre_roll_frames(pre_roll_ms: int) -> int:

@@ -61,7 +61,7 @@ class SpeechSink:
         self._player = player
         self._first_chunk_words = first_chunk_words
         self._monotonic = monotonic
-        self._texts: asyncio.Queue[str | None] = asyncio.Queue()
+        self._texts: asyncio.Queue[str | AudioClip | None] = asyncio.Queue()
         self._clips: asyncio.Queue[AudioClip | None] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._first_in_reply = True
@@ -86,6 +86,17 @@ class SpeechSink:
                 await self._texts.put(rest)
             return
         await self._texts.put(sentence)
+
+    @property
+    def sample_rate(self) -> int:
+        """The voice's sample rate (a sound played between sentences is best made at it)."""
+        return self._synthesizer.sample_rate
+
+    async def sound(self, clip: AudioClip) -> None:
+        """Queue a sound (a chime) to play in turn with the sentences; never waits for the audio."""
+        self._ensure_running()
+        self._first_in_reply = False
+        await self._texts.put(clip)
 
     async def prepare(self) -> None:
         """Get the speaker ready while the reply is still being worked out; failures are logged."""
@@ -146,6 +157,10 @@ class SpeechSink:
     async def _synthesize_all(self) -> None:
         try:
             while (text := await self._texts.get()) is not None:
+                if isinstance(text, AudioClip):
+                    await self._clips.put(text)
+                    self._audio_ready.set()
+                    continue
                 try:
                     clip = await asyncio.to_thread(self._synthesizer.synthesize, text)
                 except Exception:  # a sentence Piper can't say must not silence the rest

@@ -146,6 +146,7 @@ class PauseSignals:
     smart_turn: float | None = None  # Smart Turn v3.2: probability that the turn is complete
     transcript: str | None = None  # the speculative transcript of the audio so far
     transcript_logprob: float | None = None  # Whisper's average log probability of it
+    command: bool = False  # the transcript is a whole local command ("stop", "set a timer for …")
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,9 @@ def verdict_of(signals: PauseSignals, thresholds: TurnThresholds) -> tuple[Verdi
         return Verdict.UNFINISHED, ending, "only the wake phrase so far"
     if ending is Ending.UNFINISHED:
         return Verdict.UNFINISHED, ending, "the words so far are unfinished"
+    if signals.command:
+        # A command is whole by construction: "Stop." must not wait like a half-said question.
+        return Verdict.FINISHED, ending, "the words so far are a whole command"
     if p is None:
         lp = signals.transcript_logprob
         if ending is Ending.FINISHED and lp is not None and lp < thresholds.finished_logprob:
