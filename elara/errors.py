@@ -83,6 +83,14 @@ class StoreError(ElaraError):
     code = "store"
 
 
+class CommandError(ElaraError):
+    """A local command (a timer) could not be carried out: its record could not be written."""
+
+    code = "command"
+    APOLOGIES: ClassVar[Mapping[str, str]] = {
+        "command": "Sorry, I couldn't do that: I can't write to my storage."}
+
+
 class WrongKeyError(StoreError):
     """No stored message decrypts with the configured passphrase."""
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from elara.commands import LocalCommands, LocalReply
 from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
 from elara.conversation.prompts import PromptBuilder, utc_now
 from elara.conversation.render import ChatRequest, GenerateRequest, PromptRenderer
-from elara.errors import ContextError, ElaraError, LanguageModelError, StoreError
+from elara.errors import CommandError, ContextError, ElaraError, LanguageModelError, StoreError
 from elara.sentences import SentenceSplitter
 from elara.thinking import ThinkFilter
 
@@ -79,6 +80,8 @@ class TurnResult:
     user_stored: bool
     assistant_stored: bool
     timings: TurnTimings
+    intent: str | None = None  # a local command answered it (no model request)
+    expects_answer: bool = False  # the reply asked a question
 
     @property
     def ok(self) -> bool:
@@ -95,7 +98,8 @@ class Orchestrator:
                  monotonic: Callable[[], float] = time.monotonic,
                  splitter: Callable[[], SentenceSplitter] = SentenceSplitter,
                  redact: Callable[[str], str] | None = None,
-                 observers: list[TurnObserver] | None = None) -> None:
+                 observers: list[TurnObserver] | None = None,
+                 commands: LocalCommands | None = None) -> None:
         self.store = store
         self.builder = builder
         self.renderer = renderer
@@ -109,6 +113,8 @@ class Orchestrator:
         #: it is stored (e.g. masking card numbers)
         self.redact = redact or (lambda text: text)
         self.observers = list(observers or [])
+        #: everyday commands answered without the model (None: the model answers everything)
+        self.commands = commands
         self._lock = asyncio.Lock()
 
     async def on_prompt_ready(self, event: PromptReady, *,
@@ -128,10 +134,13 @@ class Orchestrator:
 
     async def _turn(self, event: PromptReady, commit: asyncio.Event | None) -> TurnResult:
         started = self._monotonic()
-        for observer in self.observers:
-            observer.turn_started()
         log.debug("user said: %s", event.text)
         text = self.redact(event.text)
+        local = self.commands.answer(text) if self.commands is not None else None
+        if local is not None:
+            return await self._local(local, text, event.source, started, commit)
+        for observer in self.observers:
+            observer.turn_started()
         user = ChatMessage(ChatRole.USER, text, self._clock(), {"source": event.source})
         if commit is None:
             stored_user = asyncio.create_task(self._append(user), name="store-user")
@@ -222,6 +231,65 @@ class Orchestrator:
         return TurnResult(reply=reply if error is None else "", sentences=spoken, error=error,
                           user_stored=user_stored, assistant_stored=assistant_stored,
                           timings=timings)
+
+    async def _local(self, local: LocalReply, text: str, source: str, started: float,
+                     commit: asyncio.Event | None) -> TurnResult:
+        """A local command's turn: no model, the same storing rules. Done before it is said when
+        the turn is already committed; said first and done on commit when speculative."""
+        log.info("local command: %s", local.intent)
+        user = ChatMessage(ChatRole.USER, text, self._clock(),
+                           {"source": source, "intent": local.intent})
+        stored_user: asyncio.Task[bool] | None = None
+        if local.store:
+            stored_user = asyncio.create_task(
+                self._append(user) if commit is None else self._append_when(commit, user),
+                name="store-user")
+        reply = local.text
+        error: CommandError | None = None
+        try:
+            if commit is None:
+                error = await self._act(local)
+            first = await self._say_all(reply if error is None else error.apology or "")
+            if commit is not None:
+                await commit.wait()
+                error = await self._act(local)
+                if error is not None:
+                    await self._say_all(error.apology or "")
+        finally:
+            if stored_user is not None and commit is not None and not commit.is_set():
+                stored_user.cancel()
+        user_stored = await stored_user if stored_user is not None else False
+        assistant_stored = False
+        if local.store and error is None and reply:
+            log.debug("assistant said: %s", reply)
+            answer = ChatMessage(ChatRole.ASSISTANT, reply, self._clock(), {"intent": local.intent})
+            assistant_stored = await self._append(answer)
+        said = None if first is None else first - started
+        return TurnResult(reply=reply if error is None else "", sentences=int(first is not None),
+                          error=error, user_stored=user_stored, assistant_stored=assistant_stored,
+                          timings=TurnTimings(prompt_built=None, first_token=said, first_sentence=said,
+                                              total=self._monotonic() - started),
+                          intent=local.intent, expects_answer=local.expects_answer)
+
+    async def _act(self, local: LocalReply) -> CommandError | None:
+        if local.act is None:
+            return None
+        try:
+            await local.act()
+        except (StoreError, OSError) as exc:
+            log.error("could not carry out %s: %s", local.intent, exc)
+            return CommandError(f"{local.intent}: {exc}")
+        return None
+
+    async def _say_all(self, text: str) -> float | None:
+        """Say `text` sentence by sentence; when the first sentence went to the sink (or None)."""
+        splitter = self._splitter()
+        first = None
+        for sentence in splitter.feed(text) + splitter.flush():
+            if first is None:
+                first = self._monotonic()
+            await self.sink.say(sentence)
+        return first
 
     async def _append_when(self, commit: asyncio.Event, message: ChatMessage) -> bool:
         await commit.wait()
