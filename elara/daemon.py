@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from elara import __version__, runtime, wiring
+from elara.announcements import STARTUP, Announcement
 from elara.config import load_settings_with_sources
+from elara.conversation.prompts import utc_now
 from elara.errors import ElaraError
 from elara.logs import configure as configure_logging
 from elara.notify import SystemdNotifier
@@ -23,17 +25,18 @@ from elara.providers import AutoLanguageModel, Provider
 from elara.runtime import Runtime
 from elara.settings import Settings
 from elara.status import StatusServer
+from elara.timers import Timekeeper, timer_status
 from elara.voice.loop import VoiceLoop
 
 log = logging.getLogger(__name__)
 
 #: dialogue states in which background memory work is held
-BUSY_STATES = frozenset({"listening", "transcribing", "thinking", "speaking"})
+BUSY_STATES = frozenset({"listening", "transcribing", "thinking", "speaking", "announcing"})
 
 STATUS_TEXT = {
     "idle": "waiting for the wake word", "listening": "listening",
     "transcribing": "transcribing", "thinking": "thinking", "speaking": "speaking",
-    "follow_up": "listening for a follow-up",
+    "follow_up": "listening for a follow-up", "announcing": "announcing",
 }
 
 #: how long retention waits between passes
@@ -83,9 +86,11 @@ class Daemon:
                  rt.transcriber.load_seconds, rt.settings.text_to_speech.voice,
                  rt.synthesizer.load_seconds)
         await rt.memory.apply_retention()
-        loop = self.loop = VoiceLoop(rt.voice, clock=self.clock, on_state=self._state_changed)
+        loop = self.loop = VoiceLoop(rt.voice, clock=self.clock, on_state=self._state_changed,
+                                     announcer=rt.announcer)
         self._activate(rt)
-        status = StatusServer(status_socket(), self.snapshot, {"reload-memory": self._reload_memory})
+        status = StatusServer(status_socket(), self.snapshot, {"reload-memory": self._reload_memory,
+                                                               "reload-timers": self._reload_timers})
         self._install_signals()
         await status.start()
         runner = asyncio.create_task(loop.run(), name="voice-loop")
@@ -93,6 +98,10 @@ class Daemon:
         self.notifier.ready(STATUS_TEXT["idle"])
         log.info("Elara %s is ready (started in %.1f s)", __version__, self.clock() - self.started_at)
         self._spawn(self._serve_reloads(), "reloads")
+        self._spawn(Timekeeper(rt.timers, rt.alarms.due).run(), "timers")
+        self._spawn(rt.model_watch.run(), "model-watch")
+        if self.settings.announcements.startup:
+            rt.announcer.post(Announcement("I'm ready.", STARTUP, chime=False))
         self._spawn(self._daily_retention(), "retention")
         if self.notifier.watchdog_interval:
             self._spawn(self._watchdog(self.notifier.watchdog_interval), "watchdog")
@@ -107,6 +116,7 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await loop.shutdown()
+            await self.runtime.alarms.settle()
             await status.stop()
             await runtime.close_replaced(self.runtime, None)
             self.notifier.close()
@@ -155,6 +165,16 @@ class Daemon:
     async def _reload_memory(self) -> None:
         assert self.runtime is not None
         await self.runtime.memory.reload()
+
+    async def _reload_timers(self) -> None:
+        """`elara timers cancel|clear` (or `elara ask`) changed the timers from another process."""
+        assert self.runtime is not None
+        book = self.runtime.timers
+        await asyncio.to_thread(book.load)
+        # A timer cancelled elsewhere stops ringing here too.
+        self.runtime.announcer.drop(
+            lambda a: a.timer_id is None or ((t := book.get(a.timer_id)) is not None and t.active))
+        book.changed()
 
     async def _daily_retention(self) -> None:
         while True:
@@ -227,6 +247,7 @@ class Daemon:
         assert self.runtime is not None and self.loop is not None
         rt, loop = self.runtime, self.loop.status()
         microphone = rt.microphone.status()
+        now = utc_now()
         return {
             "state": loop["state"],
             "pid": os.getpid(),
@@ -238,6 +259,8 @@ class Daemon:
                          "overflows": microphone["overflows"],
                          "reloads": self.counters.reloads,
                          "rejected_reloads": self.counters.rejected_reloads},
+            "timers": [timer_status(t, now) for t in rt.timers.active()],
+            "announcements": rt.announcer.status(),
             "last_turn": loop["last_turn"],
             "last_judgment": loop["last_judgment"],
             "context_window": rt.monitor.status(),

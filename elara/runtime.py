@@ -19,14 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from elara import wiring
+from elara import intents, wiring
+from elara.announcements import Announcer, ModelWatch
 from elara.audio.capture import Microphone
 from elara.audio.playback import Speaker
+from elara.commands import Alarms
 from elara.conversation.store import ConversationStore
 from elara.dialogue import Dialogue
 from elara.memory.manager import Memory
 from elara.providers import Provider, describe
 from elara.settings import Settings
+from elara.timers import TimerBook
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_synthesizer, load_transcriber, load_wake
 from elara.voice.loop import VoiceParts
@@ -74,6 +77,10 @@ class Runtime:
     microphone: Microphone
     speaker: Speaker
     voice: VoiceParts
+    timers: TimerBook
+    announcer: Announcer
+    alarms: Alarms
+    model_watch: ModelWatch
 
     def models(self) -> dict[str, Any]:
         """Which models answer, for `elara status`."""
@@ -112,6 +119,15 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
         if memory is None:
             memory = Memory(settings, store, llm)
             await memory.load()
+        if previous is not None:  # the timers and what waits to be said outlive a reload
+            book, announcer, alarms = previous.timers, previous.announcer, previous.alarms
+            model_watch = previous.model_watch
+        else:
+            book = TimerBook(store)
+            await asyncio.to_thread(book.load)
+            announcer = Announcer()
+            alarms = Alarms(book, announcer, store)
+            model_watch = ModelWatch(announcer, llm.check)
     except BaseException:
         for close in reversed(opened):
             await close()
@@ -122,7 +138,10 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
     monitor = wiring.make_monitor(settings)
     speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
                         monotonic=clock)
-    orchestrator = wiring.make_orchestrator(settings, store, llm, speech, memory, monitor)
+    orchestrator = wiring.make_orchestrator(settings, store, llm, speech, memory, monitor,
+                                            wiring.make_commands(settings, book, announcer))
+    orchestrator.observers.append(model_watch)
+    model_watch.check = llm.check
     threshold = settings.speech_to_text.no_speech_threshold
     voice = VoiceParts(
         dialogue=Dialogue.from_settings(settings.listening, settings.audio), wake=wake, vad=vad,
@@ -134,7 +153,9 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
         speaker_tail_ms=settings.audio.speaker_tail_ms, wake_phrases=wake_phrases(wake),
         judge=(TurnJudge(TurnThresholds.from_settings(settings.listening, wake_phrases(wake)))
                if settings.listening.turn_judgment != "off" else None),
-        speculative_reply=settings.listening.speculative_reply)
+        speculative_reply=settings.listening.speculative_reply,
+        ring_seconds=settings.timers.ring_seconds,
+        is_command=(lambda text: intents.match(text) is not None) if settings.intents.enabled else None)
     if previous is not None:
         for key in RESTART_ONLY:
             if getattr(settings.context, key) != getattr(previous.settings.context, key):
@@ -142,7 +163,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
                             "".join(w.title() for w in key.split("_")))
     return Runtime(settings=settings, store=store, llm=llm, memory=memory, monitor=monitor, wake=wake,
                    vad=vad, transcriber=transcriber, synthesizer=synthesizer, microphone=microphone,
-                   speaker=speaker, voice=voice)
+                   speaker=speaker, voice=voice, timers=book, announcer=announcer, alarms=alarms,
+                   model_watch=model_watch)
 
 
 async def close_replaced(old: Runtime, new: Runtime | None) -> None:

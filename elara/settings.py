@@ -210,6 +210,28 @@ class TextToSpeechSettings:
 
 
 @dataclass(frozen=True)
+class IntentsSettings:
+    """`Intents`: everyday commands (timers, the time, "stop") answered without the model."""
+
+    enabled: bool = setting("Enabled")
+
+
+@dataclass(frozen=True)
+class TimersSettings:
+    """`Timers`: how long a timer may run and how long one rings."""
+
+    max_hours: float = setting("MaxHours", min=0.01, max=8_760)
+    ring_seconds: float = setting("RingSeconds", min=1, max=3_600)
+
+
+@dataclass(frozen=True)
+class AnnouncementsSettings:
+    """`Announcements`: what Elara says without being asked."""
+
+    startup: bool = setting("Startup")
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     """`Logging`: how much the daemon says."""
 
@@ -229,4 +251,7 @@ class Settings:
     listening: ListeningSettings = setting("Listening")
     speech_to_text: SpeechToTextSettings = setting("SpeechToText")
     text_to_speech: TextToSpeechSettings = setting("TextToSpeech")
+    intents: IntentsSettings = setting("Intents")
+    timers: TimersSettings = setting("Timers")
+    announcements: AnnouncementsSettings = setting("Announcements")
     logging: LoggingSettings = setting("Logging")

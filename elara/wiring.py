@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from elara import embedded, keys, personalities
+from elara.announcements import Announcer
+from elara.commands import LocalCommands
 from elara.conversation import telemetry
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import Prompt
@@ -21,6 +23,7 @@ from elara.orchestrator import Orchestrator, SentenceSink
 from elara.paths import default_store_root
 from elara.providers import EMBEDDED, OLLAMA, AutoLanguageModel, Provider
 from elara.settings import Settings
+from elara.timers import TimerBook
 
 
 def store_root(settings: Settings) -> Path:
@@ -128,10 +131,20 @@ def make_monitor(settings: Settings) -> ContextMonitor:
 
 def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provider,
                       sink: SentenceSink, memory: Memory | None = None,
-                      monitor: ContextMonitor | None = None) -> Orchestrator:
-    """The orchestrator over the store, the model, a sink and (optionally) memory."""
+                      monitor: ContextMonitor | None = None,
+                      commands: LocalCommands | None = None) -> Orchestrator:
+    """The orchestrator over the store, the model, a sink and (optionally) memory and the local
+    commands (dropped when `Intents.Enabled` is false)."""
     return Orchestrator(store=store, builder=make_builder(settings, store, memory, monitor),
                         renderer=make_renderer(settings), llm=llm, sink=sink,
                         context_size=settings.context.last_n,
                         redact=Redactor(settings.context.redact),
-                        observers=[memory.worker] if memory is not None else [])
+                        observers=[memory.worker] if memory is not None else [],
+                        commands=commands if settings.intents.enabled else None)
+
+
+def make_commands(settings: Settings, book: TimerBook, announcer: Announcer | None = None,
+                  notify: Callable[[], None] | None = None) -> LocalCommands:
+    """The everyday commands over these timers, with the configured limits."""
+    return LocalCommands(book, max_seconds=settings.timers.max_hours * 3600, announcer=announcer,
+                         notify=notify)

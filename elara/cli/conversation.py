@@ -9,12 +9,16 @@ import sys
 from typing import TextIO
 
 from elara import wiring
+from elara.cli.timers import tell_daemon
+from elara.commands import LocalCommands
 from elara.conversation.messages import PromptReady
+from elara.conversation.store import ConversationStore
 from elara.errors import ElaraError
 from elara.memory.manager import Memory
 from elara.orchestrator import SentenceSink
 from elara.providers import Provider
 from elara.settings import Settings
+from elara.timers import TimerBook
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,13 @@ async def _open_memory(settings: Settings, store, llm) -> Memory:
     return memory
 
 
+async def _commands(settings: Settings, store: ConversationStore) -> LocalCommands:
+    """Timers set here are kept in the store; the running daemon is told, so it rings them."""
+    book = TimerBook(store)
+    await asyncio.to_thread(book.load)
+    return wiring.make_commands(settings, book, notify=tell_daemon)
+
+
 async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
     store = wiring.open_store(settings)
     llm = await asyncio.to_thread(wiring.make_language_model, settings)
@@ -88,7 +99,8 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
                             first_chunk_words=settings.text_to_speech.first_chunk_words)
         sink = TeeSink(printer, speech)
     try:
-        result = await wiring.make_orchestrator(settings, store, llm, sink, memory).on_prompt_ready(
+        result = await wiring.make_orchestrator(
+            settings, store, llm, sink, memory, commands=await _commands(settings, store)).on_prompt_ready(
             PromptReady(text))
         if speech is not None:
             await speech.finish()
@@ -112,7 +124,8 @@ async def _chat(settings: Settings) -> int:
     llm = await asyncio.to_thread(wiring.make_language_model, settings)
     memory = await _open_memory(settings, store, llm)
     sink = PrintSink()
-    orchestrator = wiring.make_orchestrator(settings, store, llm, sink, memory)
+    commands = await _commands(settings, store)
+    orchestrator = wiring.make_orchestrator(settings, store, llm, sink, memory, commands=commands)
     interactive = sys.stdin.isatty()
     # Load the model while the user types the first question, so that answer isn't slowed by it.
     warming = asyncio.create_task(_check_and_warm(llm))

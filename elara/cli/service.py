@@ -30,6 +30,9 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"  models: wake word {', '.join(m['wake_word'])}; speech-to-text {m['speech_to_text']}; "
           f"voice {m['voice']}; {m['language_model']} at {m['ollama']}")
     print("  counters: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c.items()))
+    for timer in snapshot.get("timers") or []:
+        print(f"  timer {timer['id']}: {timer['name'] or 'unnamed'}, {timer['state']}, "
+              f"{timer['remaining_seconds']:.0f} s left")
     timings = snapshot.get("last_turn") or {}
     if timings:
         print("  last turn: " + ", ".join(

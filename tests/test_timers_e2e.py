@@ -1,0 +1,117 @@
+"""Timers end to end: `elara run` on the virtual sound card, spoken commands, no model request.
+
+"Hey Jarvis. What time is it?" and "… Set a timer for three seconds." are answered locally; the
+timer chimes and speaks on time; "Hey Jarvis. Stop." ends the ringing; a 20-second timer survives
+SIGTERM and a restart and rings on time; the records decrypt with the independent reader.
+"""
+
+import time
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+import voice_clips
+from daemon_process import DaemonProcess, daemon_env
+from spec_reader import read_all
+
+KEY = "end-to-end key"
+
+
+@pytest.fixture
+def env(sound_card, ollama_server, tmp_path):
+    ollama_server.responder = lambda endpoint, body: "The model should not have been asked."
+    return daemon_env(sound_card.env, ollama_server.url, tmp_path, Listening__Mode="wake_word",
+                      Timers__RingSeconds="30")
+
+
+def start(env, tmp_path, name):
+    daemon = DaemonProcess(env)
+    try:
+        daemon.wait_for("waiting for the wake word", timeout=90)
+    except BaseException:
+        (tmp_path / f"{name}.log").write_text(daemon.log())
+        daemon.kill()
+        raise
+    return daemon
+
+
+def command(tmp_path, name, text):
+    return voice_clips.write_wav(tmp_path / f"{name}.wav", voice_clips.concat(
+        voice_clips.silence(0.5), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.5),
+        voice_clips.piper_speech(text), voice_clips.silence(1.5)))
+
+
+def timers_in(tmp_path):
+    return {r["metadata"]["id"]: r for r in read_all(tmp_path / "store", KEY)
+            if r["metadata"].get("kind") == "timer"}
+
+
+def due_of(record):
+    return datetime.fromisoformat(record["metadata"]["due"])
+
+
+def wait_until_late(due, daemon, pattern, count):
+    """Wait for the log line; returns how many seconds after `due` (UTC) the test saw it."""
+    daemon.wait_for(pattern, count=count, timeout=max(5.0, (due - datetime.now(UTC)).total_seconds() + 5))
+    return (datetime.now(UTC) - due).total_seconds()
+
+
+def test_timers_time_and_stop_by_voice_and_a_timer_across_a_restart(env, sound_card, ollama_server,
+                                                                    tmp_path):
+    daemon = start(env, tmp_path, "first")
+    try:
+        recording = sound_card.record_speaker().wait_started()
+        sound_card.play_into_mic(command(tmp_path, "three", "Set a timer for three seconds."))
+        daemon.wait_for(r"local command: set_timer", timeout=30)
+        daemon.wait_for(r"timer \w+ set for 3 s", timeout=10)
+        [record] = timers_in(tmp_path).values()
+        late = wait_until_late(due_of(record), daemon, r"announcing \(timer\)", 1)
+        assert -0.2 < late < 1.0, daemon.log()  # the chime starts within a second of the due time
+        daemon.wait_for(r"announced \(timer\)", timeout=15)
+
+        # In the gap before the next ring: the wake word, then "Stop."
+        sound_card.play_into_mic(command(tmp_path, "stop", "Stop."))
+        daemon.wait_for(r"local command: stop", timeout=30)
+        daemon.wait_for(r"stopped 1 ringing announcement", timeout=5)
+        rings = daemon.count(r"announcing \(timer\)")
+        stopped_at = time.monotonic()
+        assert np.abs(recording.samples()).max() > 1000  # the chime and the voice reached the speaker
+
+        sound_card.play_into_mic(command(tmp_path, "twenty", "Set a timer for twenty seconds."))
+        daemon.wait_for(r"timer \w+ set for 20 s", timeout=30)
+        time.sleep(max(0.0, 4.0 - (time.monotonic() - stopped_at)))
+        assert daemon.count(r"announcing \(timer\)") == rings  # stopped: longer than a gap, no ring
+        status, _ = daemon.terminate()
+        assert status == 0
+    finally:
+        (tmp_path / "first.log").write_text(daemon.log())
+        daemon.kill()
+
+    twenty = next(r for r in timers_in(tmp_path).values() if r["metadata"]["seconds"] == "20")
+    assert twenty["metadata"]["state"] == "pending"
+    daemon = start(env, tmp_path, "second")
+    try:
+        sound_card.play_into_mic(command(tmp_path, "time", "What time is it?"))
+        daemon.wait_for(r"local command: tell_time", timeout=30)
+        late = wait_until_late(due_of(twenty), daemon, r"announcing \(timer\)", 1)
+        assert -1.0 < late < 1.0, daemon.log()  # it rings on time after the restart
+        daemon.wait_for(r"announced \(timer\)", timeout=15)
+        daemon.terminate()
+    finally:
+        (tmp_path / "second.log").write_text(daemon.log())
+        daemon.kill()
+
+    assert ollama_server.turns() == []  # no command reached the model
+    records = read_all(tmp_path / "store", KEY)
+    intents = [(r["role"], r["metadata"].get("intent")) for r in records if r["role"] != "System"]
+    assert intents == [("User", "set_timer"), ("Assistant", "set_timer"), ("User", "set_timer"),
+                       ("Assistant", "set_timer"), ("User", "tell_time"), ("Assistant", "tell_time")]
+    [told] = [r for r in records if r["metadata"].get("intent") == "tell_time" and r["role"] == "Assistant"]
+    assert told["content"].startswith("It's ")
+    announcements = [r for r in records if r["metadata"].get("kind") == "announcement"]
+    assert [a["metadata"]["why"] for a in announcements] == ["timer", "timer"]
+    assert announcements[0]["content"] == "Your timer for three seconds is done."
+    assert announcements[1]["content"] == "Your timer for twenty seconds is done."
+    # The first was stopped; the second still rang when Elara stopped (the next start closes it).
+    assert {r["metadata"]["seconds"]: r["metadata"]["state"] for r in timers_in(tmp_path).values()} == {
+        "3": "done", "20": "ringing"}
