@@ -90,11 +90,11 @@ class LocalCommands:
     def answer(self, text: str) -> LocalReply | None:
         """The reply to `text` if it is a local command, else None. Changes nothing by itself."""
         intent = i.match(text)
-        asked, self._asked = self._asked, None
-        if intent is None and asked is not None and self._monotonic() < asked[0]:
-            return self._which_answered(text, asked[1])
+        if self._asked is not None and (intent is not None or self._monotonic() >= self._asked[0]):
+            self._asked = None  # moved on, or too late for an answer
         if intent is None:
-            return None
+            # Kept until it times out: a speculative transcript may be dropped and asked again.
+            return None if self._asked is None else self._which_answered(text, self._asked[1])
         if isinstance(intent, i.SetTimer):
             return self._set(intent)
         if isinstance(intent, i.TimerLeft):
@@ -138,7 +138,8 @@ class LocalCommands:
             return LocalReply("timer_left", self._none(intent.name))
         now = self._clock()
         parts = [self._left_of(t, now) for t in timers]
-        return LocalReply("timer_left", _sentence(spoken.say_list(parts)))
+        # One short sentence per timer: the first is spoken while the next is synthesized.
+        return LocalReply("timer_left", " ".join(_sentence(part) for part in parts))
 
     def _left_of(self, timer: Timer, now: datetime) -> str:
         if timer.state == RINGING or timer.remaining(now) <= 0:
@@ -151,7 +152,7 @@ class LocalCommands:
             return "You have no timers."
         now = self._clock()
         count = "one timer" if len(timers) == 1 else f"{spoken.number_words(len(timers))} timers"
-        return f"You have {count}: {spoken.say_list([self._left_of(t, now) for t in timers])}."
+        return " ".join([f"You have {count}.", *(_sentence(self._left_of(t, now)) for t in timers)])
 
     def _cancel(self, intent: i.CancelTimer) -> LocalReply:
         active = self.book.active()

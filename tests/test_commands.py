@@ -117,7 +117,7 @@ def test_time_left_listing_and_cancelling_by_name(rig):
     rig.clock.advance(180)
     assert rig.say("How much time is left on the pasta timer?")[1] == "Your pasta timer has five minutes left."
     assert rig.say("What timers do I have?")[1] == (
-        "You have two timers: your pasta timer has five minutes left and your timer for ten "
+        "You have two timers. Your pasta timer has five minutes left. Your timer for ten "
         "minutes has seven minutes left.")
     assert rig.say("Cancel the pasta timer.")[1] == "Pasta timer cancelled."
     assert [t.name for t in rig.book.active()] == [None]
@@ -233,3 +233,14 @@ def test_what_a_timer_says_when_done_or_missed():
     assert done_text(plain) == "Your timer for ten minutes is done."
     assert missed_text(pasta, T0 + timedelta(minutes=12)) == \
         "Your pasta timer went off twelve minutes ago while I was offline."
+
+
+def test_an_answer_worked_out_ahead_and_dropped_can_be_given_again(rig):
+    rig.say("Set a pasta timer for 8 minutes.")
+    rig.say("Set a tea timer for 3 minutes.")
+    rig.say("Cancel the timer.")
+    assert rig.commands.answer("The pasta") is not None  # a speculative transcript, then dropped
+    reply = rig.commands.answer("The pasta one.")
+    assert reply is not None and reply.text == "Pasta timer cancelled."
+    rig.say("What time is it?")  # another command: the question is over
+    assert rig.commands.answer("Tea.") is None

@@ -5,6 +5,9 @@ timer chimes and speaks on time; "Hey Jarvis. Stop." ends the ringing; a 20-seco
 SIGTERM and a restart and rings on time; the records decrypt with the independent reader.
 """
 
+import json
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 
@@ -93,6 +96,11 @@ def test_timers_time_and_stop_by_voice_and_a_timer_across_a_restart(env, sound_c
     try:
         sound_card.play_into_mic(command(tmp_path, "time", "What time is it?"))
         daemon.wait_for(r"local command: tell_time", timeout=30)
+        status = subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
+                                capture_output=True, text=True, timeout=30)
+        [shown] = json.loads(status.stdout)["timers"]
+        assert (shown["id"], shown["state"]) == (twenty["metadata"]["id"], "pending")
+        assert 0 < shown["remaining_seconds"] <= 20
         late = wait_until_late(due_of(twenty), daemon, r"announcing \(timer\)", 1)
         assert -1.0 < late < 1.0, daemon.log()  # it rings on time after the restart
         daemon.wait_for(r"announced \(timer\)", timeout=15)

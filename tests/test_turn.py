@@ -287,6 +287,8 @@ def test_a_pause_without_a_judgment_ends_after_end_silence():
     ("Stop.", False, Verdict.UNKNOWN),
     ("Set a timer for", False, Verdict.UNFINISHED),
     ("What time is it?", True, Verdict.FINISHED),
+    ("What timers do I have?", True, Verdict.FINISHED),  # "have" usually leads on
+    ("What timers do I have?", False, Verdict.UNFINISHED),
 ])
 def test_a_whole_command_is_a_finished_turn(text, command, verdict):
     judgment = judge(PauseSignals(silence_ms=240, transcript=text, transcript_logprob=-0.9,

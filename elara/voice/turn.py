@@ -211,11 +211,12 @@ def verdict_of(signals: PauseSignals, thresholds: TurnThresholds) -> tuple[Verdi
         return Verdict.NO_SIGNAL, ending, "no signal"
     if signals.transcript is not None and is_wake_phrase_only(signals.transcript, thresholds.wake_phrases):
         return Verdict.UNFINISHED, ending, "only the wake phrase so far"
+    if signals.command:
+        # The matcher takes only whole commands: "Stop." says too little to end a sentence, and
+        # "What timers do I have?" ends on a word that usually leads on; neither must wait.
+        return Verdict.FINISHED, ending, "the words so far are a whole command"
     if ending is Ending.UNFINISHED:
         return Verdict.UNFINISHED, ending, "the words so far are unfinished"
-    if signals.command:
-        # A command is whole by construction: "Stop." must not wait like a half-said question.
-        return Verdict.FINISHED, ending, "the words so far are a whole command"
     if p is None:
         lp = signals.transcript_logprob
         if ending is Ending.FINISHED and lp is not None and lp < thresholds.finished_logprob:
