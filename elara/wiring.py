@@ -6,10 +6,9 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from elara import embedded, keys, personalities
-from elara.announcements import Announcer
-from elara.commands import LocalCommands
+from elara import keys, personalities
 from elara.conversation import telemetry
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import Prompt
@@ -17,13 +16,17 @@ from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder, System
 from elara.conversation.redaction import Redactor
 from elara.conversation.render import OllamaChatRenderer, PromptRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
-from elara.llm import OllamaLanguageModel, make_client
-from elara.memory.manager import Memory
-from elara.orchestrator import Orchestrator, SentenceSink
 from elara.paths import default_store_root
-from elara.providers import EMBEDDED, OLLAMA, AutoLanguageModel, Provider
 from elara.settings import Settings
-from elara.timers import TimerBook
+
+if TYPE_CHECKING:  # the command line imports this module; the model clients load when used
+    from elara.announcements import Announcer
+    from elara.commands import LocalCommands
+    from elara.llm import OllamaLanguageModel
+    from elara.memory.manager import Memory
+    from elara.orchestrator import Orchestrator, SentenceSink
+    from elara.providers import Provider
+    from elara.timers import TimerBook
 
 
 def store_root(settings: Settings) -> Path:
@@ -58,6 +61,8 @@ def open_store(settings: Settings, *, create_key: bool = True) -> ConversationSt
 
 def make_ollama(settings: Settings) -> OllamaLanguageModel:
     """The Ollama adapter over the official async client, with the configured timeout."""
+    from elara.llm import OllamaLanguageModel, make_client
+
     lm = settings.language_model
     preset = personalities.resolve(lm.personality, settings.personalities)
     return OllamaLanguageModel(
@@ -70,6 +75,9 @@ def make_language_model(settings: Settings) -> Provider:
     """The model `LanguageModel.Provider` names: Ollama, the embedded model, or (`auto`) Ollama
     with the embedded model to fall back on. Blocking for `embedded` (it loads the model): call it
     in a worker thread. ConfigError when the embedded model file is unusable."""
+    from elara import embedded
+    from elara.providers import EMBEDDED, OLLAMA, AutoLanguageModel
+
     lm = settings.language_model
     if lm.provider == OLLAMA:
         return make_ollama(settings)
@@ -135,6 +143,8 @@ def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provide
                       commands: LocalCommands | None = None) -> Orchestrator:
     """The orchestrator over the store, the model, a sink and (optionally) memory and the local
     commands (dropped when `Intents.Enabled` is false)."""
+    from elara.orchestrator import Orchestrator
+
     return Orchestrator(store=store, builder=make_builder(settings, store, memory, monitor),
                         renderer=make_renderer(settings), llm=llm, sink=sink,
                         context_size=settings.context.last_n,
@@ -146,5 +156,7 @@ def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provide
 def make_commands(settings: Settings, book: TimerBook, announcer: Announcer | None = None,
                   notify: Callable[[], None] | None = None) -> LocalCommands:
     """The everyday commands over these timers, with the configured limits."""
+    from elara.commands import LocalCommands
+
     return LocalCommands(book, max_seconds=settings.timers.max_hours * 3600, announcer=announcer,
                          notify=notify)

@@ -92,8 +92,9 @@ def test_timers_time_and_stop_by_voice_and_a_timer_across_a_restart(env, sound_c
 
     twenty = next(r for r in timers_in(tmp_path).values() if r["metadata"]["seconds"] == "20")
     assert twenty["metadata"]["state"] == "pending"
-    daemon = start(env, tmp_path, "second")
+    daemon = start({**env, "ELARA__Announcements__Startup": "true"}, tmp_path, "second")
     try:
+        daemon.wait_for(r"announced \(startup\)", timeout=15)  # "I'm ready." (its voice mutes the wake word)
         sound_card.play_into_mic(command(tmp_path, "time", "What time is it?"))
         daemon.wait_for(r"local command: tell_time", timeout=30)
         status = subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
@@ -117,9 +118,9 @@ def test_timers_time_and_stop_by_voice_and_a_timer_across_a_restart(env, sound_c
     [told] = [r for r in records if r["metadata"].get("intent") == "tell_time" and r["role"] == "Assistant"]
     assert told["content"].startswith("It's ")
     announcements = [r for r in records if r["metadata"].get("kind") == "announcement"]
-    assert [a["metadata"]["why"] for a in announcements] == ["timer", "timer"]
-    assert announcements[0]["content"] == "Your timer for three seconds is done."
-    assert announcements[1]["content"] == "Your timer for twenty seconds is done."
+    assert [(a["metadata"]["why"], a["content"]) for a in announcements] == [
+        ("timer", "Your timer for three seconds is done."), ("startup", "I'm ready."),
+        ("timer", "Your timer for twenty seconds is done.")]
     # The first was stopped; the second still rang when Elara stopped (the next start closes it).
     assert {r["metadata"]["seconds"]: r["metadata"]["state"] for r in timers_in(tmp_path).values()} == {
         "3": "done", "20": "ringing"}

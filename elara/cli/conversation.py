@@ -6,19 +6,21 @@ import argparse
 import asyncio
 import logging
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from elara import wiring
 from elara.cli.timers import tell_daemon
-from elara.commands import LocalCommands
 from elara.conversation.messages import PromptReady
 from elara.conversation.store import ConversationStore
 from elara.errors import ElaraError
-from elara.memory.manager import Memory
-from elara.orchestrator import SentenceSink
-from elara.providers import Provider
 from elara.settings import Settings
 from elara.timers import TimerBook
+
+if TYPE_CHECKING:  # loaded when a turn runs, not for every command's start-up
+    from elara.commands import LocalCommands
+    from elara.memory.manager import Memory
+    from elara.orchestrator import SentenceSink
+    from elara.providers import Provider
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ class TeeSink:
 
 
 async def _open_memory(settings: Settings, store, llm) -> Memory:
+    from elara.memory.manager import Memory
+
     memory = Memory(settings, store, llm)
     await memory.apply_retention()
     await memory.load()
