@@ -48,7 +48,7 @@ def run(label: str, settings: dict[str, str], clips: list[tuple[str, Path]], car
         home.mkdir()
         daemon = DaemonProcess(daemon_env(card.env, server.url, home, Listening__Mode="wake_word",
                                           **settings))
-        out: dict = {"command": [], "question": [], "local": 0, "model_requests": 0}
+        out: dict = {"command": [], "question": [], "answered_locally": [], "local": 0, "model_requests": 0}
         try:
             daemon.wait_for("waiting for the wake word", timeout=120)
             def replies() -> int:  # streamed chat requests: replies, not memory's background work
@@ -67,6 +67,8 @@ def run(label: str, settings: dict[str, str], clips: list[tuple[str, Path]], car
                 local = daemon.count("local command:") > locals_before
                 if kind == "command":
                     out["local"] += local
+                    if local:
+                        out["answered_locally"].append(seconds)
                     out["model_requests"] += replies() > chats
                 print(f"  {kind}{' (local)' if local else ''}: {seconds:.3f} s — " + ", ".join(
                     f"{k} {v:.3f}" for k, v in stages.items() if k.startswith("speech_end_to")),
@@ -110,7 +112,10 @@ def main() -> int:
           "wake_word mode, tiny.en + joe-medium, 2 cores\n")
     print("| end of speech → first audio | median | p90 | turns |\n| --- | ---: | ---: | ---: |")
     for label, r in results.items():
-        for kind, name in (("command", "local command"), ("question", "question, " + label)):
+        run_name = label.split(" (")[0]
+        for kind, name in (("answered_locally", f"command heard right, answered locally ({run_name} run)"),
+                           ("command", f"every command clip, misheard ones answered by the model ({run_name} run)"),
+                           ("question", f"question answered by the {label}")):
             values = r[kind]
             if values:
                 print(f"| {name} | {statistics.median(values):.3f} s | {percentile(values, 90):.3f} s | "
