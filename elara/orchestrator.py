@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from elara.commands import LocalCommands, LocalReply
 from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
@@ -27,6 +27,17 @@ class SentenceSink(Protocol):
 
     async def say(self, sentence: str) -> None:
         """Deliver one sentence."""
+
+
+@runtime_checkable
+class HeardSink(Protocol):
+    """A sink whose reply is heard over time (speech): it can be waited for, and cut short."""
+
+    def heard_text(self) -> str:
+        """What of the current reply has been heard so far."""
+
+    async def finish(self) -> None:
+        """Return once everything said has been heard."""
 
 
 class LanguageModel(Protocol):
@@ -151,6 +162,10 @@ class Orchestrator:
             stored_user = asyncio.create_task(self._append_when(commit, user), name="store-user")
         try:
             return await self._answer(text, user, started, stored_user)
+        except asyncio.CancelledError:
+            if commit is None or commit.is_set():
+                await self._keep_interrupted(stored_user)
+            raise
         finally:
             # Uncommitted words are dropped; committed ones are stored even if the reply is cut.
             if commit is not None and not commit.is_set():
@@ -211,6 +226,9 @@ class Orchestrator:
             await self.sink.say(exc.apology)
 
         reply = "".join(fragments).strip()
+        if isinstance(self.sink, HeardSink):
+            # The reply is stored once heard: cut short before that, only what was heard is kept.
+            await self.sink.finish()
         user_stored = await stored_user  # the user's words go first, whatever became of the reply
         assistant_stored = False
         answer = None
@@ -231,6 +249,18 @@ class Orchestrator:
         return TurnResult(reply=reply if error is None else "", sentences=spoken, error=error,
                           user_stored=user_stored, assistant_stored=assistant_stored,
                           timings=timings)
+
+    async def _keep_interrupted(self, stored_user: asyncio.Task[bool]) -> None:
+        """A reply cut short (barge-in, "stop"): store what the user heard of it, never the rest."""
+        heard = self.sink.heard_text() if isinstance(self.sink, HeardSink) else ""
+        if not heard:
+            return
+        if not await stored_user:  # the user's words go first
+            return
+        log.info("reply interrupted: storing the %d words heard", len(heard.split()))
+        log.debug("assistant said (interrupted): %s", heard)
+        await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(heard), self._clock(),
+                                       {"model": self.llm.model, "interrupted": "true"}))
 
     async def _local(self, local: LocalReply, text: str, source: str, started: float,
                      commit: asyncio.Event | None) -> TurnResult:

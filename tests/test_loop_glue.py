@@ -744,3 +744,24 @@ def test_an_announcement_the_speaker_cannot_play_is_tried_again_until_heard(capl
     asyncio.run(scenario())
     assert events[0] == ("heard", "Your eggs timer is done.")
     assert caplog.text.count("could not play the timer announcement") == 1
+
+
+def test_a_reply_cut_by_barge_in_is_stored_as_far_as_it_was_heard():
+    rig = make_rig(barge_in=True)
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()  # the first sentence is playing …
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        await run_loop(rig, [WAKE], wait=False)  # … 80 ms into its 100 ms: the wake word cuts it
+        rig.player.hold.set()
+        rig.player.hold = None
+        await settle(rig)
+
+    asyncio.run(scenario())
+    stored = [(m.role, m.content, dict(m.metadata)) for m in rig.store.messages]
+    assert stored[0][:2] == (ChatRole.USER, PHRASES[0])
+    role, content, metadata = stored[1]
+    assert role is ChatRole.ASSISTANT and metadata.get("interrupted") == "true"
+    assert content == "Paris is the …"  # never the whole reply the user didn't hear
+    assert len(stored) == 2

@@ -62,7 +62,10 @@ class SpeechSink:
         self._first_chunk_words = first_chunk_words
         self._monotonic = monotonic
         self._texts: asyncio.Queue[str | AudioClip | None] = asyncio.Queue()
-        self._clips: asyncio.Queue[AudioClip | None] = asyncio.Queue()
+        self._clips: asyncio.Queue[tuple[AudioClip, str | None] | None] = asyncio.Queue()
+        self._heard: list[str] = []  # the current reply's sentences heard to their end
+        self._playing: tuple[str, float, float] | None = None  # text, when handed over, seconds
+        self._cut: str | None = None  # what had been heard when the last reply was stopped
         self._tasks: list[asyncio.Task] = []
         self._first_in_reply = True
         self._released = asyncio.Event()
@@ -118,6 +121,22 @@ class SpeechSink:
         or ended without any)."""
         await self._audio_ready.wait()
 
+    def heard_text(self) -> str:
+        """What of the current reply has been heard so far: the sentences played to their end,
+        and the words of the one playing now in proportion to its time played (cut with "…").
+        After `stop()`, what had been heard when it was stopped, until the next reply starts."""
+        if self._cut is not None:
+            return self._cut
+        parts = list(self._heard)
+        if self._playing is not None:
+            text, since, seconds = self._playing
+            words = text.split()
+            played = max(0.0, min(1.0, (self._monotonic() - since) / seconds)) if seconds > 0 else 0.0
+            count = int(len(words) * played)
+            if count:
+                parts.append(" ".join(words[:count]) + " …")
+        return " ".join(parts)
+
     @property
     def held(self) -> bool:
         """True while a reply is held back."""
@@ -132,6 +151,8 @@ class SpeechSink:
 
     async def stop(self) -> None:
         """Drop what is queued and cut the audio now (barge-in, shutdown)."""
+        if self._tasks:
+            self._cut = self.heard_text()
         for task in self._tasks:
             task.cancel()
         await self._player.stop()
@@ -142,6 +163,8 @@ class SpeechSink:
         self._tasks = []
         self._texts = asyncio.Queue()
         self._clips = asyncio.Queue()
+        self._heard = []
+        self._playing = None
         self._first_in_reply = True
         self._released.set()
         self._audio_ready.set()  # nobody waits for this reply's audio any more
@@ -151,6 +174,7 @@ class SpeechSink:
         if not self._tasks:
             self.first_audio_at = None
             self.failure = None
+            self._cut = None
             self._tasks = [asyncio.create_task(self._synthesize_all(), name="tts"),
                            asyncio.create_task(self._play_all(), name="playback")]
 
@@ -158,7 +182,7 @@ class SpeechSink:
         try:
             while (text := await self._texts.get()) is not None:
                 if isinstance(text, AudioClip):
-                    await self._clips.put(text)
+                    await self._clips.put((text, None))
                     self._audio_ready.set()
                     continue
                 try:
@@ -167,25 +191,32 @@ class SpeechSink:
                     log.exception("text-to-speech failed for a sentence; skipping it")
                     continue
                 if len(clip.samples):
-                    await self._clips.put(clip)
+                    await self._clips.put((clip, text))
                     self._audio_ready.set()
         finally:
             self._audio_ready.set()
             self._clips.put_nowait(None)
 
     async def _play_all(self) -> None:
-        while (clip := await self._clips.get()) is not None:
+        while (item := await self._clips.get()) is not None:
+            clip, text = item
             await self._released.wait()
             first = self.first_audio_at is None
             if first and self.on_first_audio is not None:
                 self.on_first_audio()
             handed_over = self._monotonic()
+            if text is not None:
+                self._playing = (text, handed_over, clip.duration)
             try:
-                await self._player.play(clip)
+                whole = await self._player.play(clip)
             except Exception as exc:
                 log.exception("playback failed; dropping the rest of the reply's audio")
                 self.failure = exc
                 return
+            finally:
+                self._playing = None
+            if whole is not False and text is not None:
+                self._heard.append(text)
             if first:
                 # play() returns once the last sample was heard, so the first was heard one clip
                 # length earlier: that counts opening the stream and the device's latency too.
