@@ -26,6 +26,7 @@ from elara.audio.capture import Microphone
 from elara.audio.devices import AudioDeviceError, find_device, list_devices
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip
 from elara.audio.playback import Speaker, as_mono_int16
+from elara.audio.reference import PlaybackHistory
 from elara.audio.streams import Resampler, close_stream, open_stream, resample
 
 TESTS = Path(__file__).parent
@@ -377,6 +378,26 @@ def test_speaker_play_returns_after_the_whole_clip_was_heard(sound_card, speech)
     assert find_exact(recorded, clip) is not None, (
         f"the clip was cut or changed: {match_report(recorded, clip)}; underflows {speaker.underflows}")
     assert not speaker.speaking and speaker.last_audio_end <= time.monotonic()
+
+
+def test_speaker_keeps_what_it_played_by_when_it_was_heard(sound_card, speech):
+    clip = speech[1]
+
+    async def main():
+        history = PlaybackHistory()
+        speaker = Speaker("pulse", history=history)
+        before = time.monotonic()
+        await speaker.play(AudioClip(clip, SAMPLE_RATE))
+        heard_end = speaker.last_audio_end
+        await speaker.close()
+        return history, before, heard_end
+
+    history, before, heard_end = run(main())
+    window = history.read(before, round((heard_end - before + 0.5) * SAMPLE_RATE))
+    offset = find_exact(window, clip)
+    assert offset is not None
+    # stamped with when it was heard: the clip ends where the speaker said its last sample was heard
+    assert abs(before + (offset + len(clip)) / SAMPLE_RATE - heard_end) < 0.03
 
 
 def test_speaker_queued_clips_play_back_to_back_and_share_one_stream(sound_card):

@@ -22,6 +22,7 @@ import numpy as np
 
 from elara.audio.devices import AudioDeviceError, DeviceInfo, find_device
 from elara.audio.frames import AudioClip
+from elara.audio.reference import PlaybackHistory
 from elara.audio.streams import close_stream, open_stream, post, resample
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,10 @@ class _Output:
         self.lock = threading.Lock()
         self.latency = 0.0
         self.dead = False
+        # When the stream's first sample is heard, and samples handed over since: a block's time
+        # follows from its place in the stream, free of the callbacks' jitter.
+        self.first_heard: float | None = None
+        self.handed = 0
 
 
 class Speaker:
@@ -76,8 +81,11 @@ class Speaker:
 
     def __init__(self, device: int | str | None = None, *, idle_close_seconds: float = 0.5,
                  block_seconds: float = 0.02, latency: float | str = 0.1,
-                 close_margin_seconds: float = 0.05, stall_slack_seconds: float = 3.0) -> None:
+                 close_margin_seconds: float = 0.05, stall_slack_seconds: float = 3.0,
+                 history: PlaybackHistory | None = None) -> None:
         self._spec = device
+        #: every block played, by when it was heard (the echo canceller's far-end reference)
+        self.history = history
         self.device: DeviceInfo = find_device(device, "output")
         self.idle_close_seconds = idle_close_seconds
         self.block_seconds = block_seconds
@@ -312,6 +320,12 @@ class Speaker:
                         out.jobs.popleft()
                         finished.append((job, now + ahead + filled / out.stream_rate))
             outdata[filled:] = 0
+            if out.first_heard is None:
+                out.first_heard = now + ahead
+            if filled and self.history is not None:
+                self.history.write(out.first_heard + out.handed / out.stream_rate, outdata[:filled, 0],
+                                   out.stream_rate)
+            out.handed += frames
             for job, end in finished:
                 post(loop, self._on_fed, job, end)
 
