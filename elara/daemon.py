@@ -267,6 +267,7 @@ class Daemon:
             "memory": rt.memory.status(),
             "microphone": microphone,
             "speaker": rt.speaker.status(),
+            "echo": rt.echo.status() if rt.echo is not None else None,
             "context": {"last_n": rt.settings.context.last_n, "store": str(rt.store.root)},
             "config_files": list(self._config_files),
         }

@@ -316,9 +316,14 @@ class Dialogue:
         )
 
     @classmethod
-    def from_settings(cls, listening: ListeningSettings, audio: AudioSettings) -> Dialogue:
-        """A dialogue configured from the `Listening` and `Audio` settings sections."""
-        return cls(listening.mode, listening.follow_up_seconds, barge_in=audio.barge_in)
+    def from_settings(cls, listening: ListeningSettings, audio: AudioSettings, *,
+                      echo_cancelled: bool | None = None) -> Dialogue:
+        """A dialogue configured from the `Listening` and `Audio` settings sections; barge-in
+        unset follows echo cancellation (`echo_cancelled`, or the setting when not given)."""
+        barge_in = audio.barge_in
+        if barge_in is None:
+            barge_in = audio.echo_cancellation if echo_cancelled is None else echo_cancelled
+        return cls(listening.mode, listening.follow_up_seconds, barge_in=barge_in)
 
     def _transitions(self) -> list[dict[str, Any]]:
         busy = [LISTENING, TRANSCRIBING, THINKING, SPEAKING, FOLLOW_UP]

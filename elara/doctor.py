@@ -271,7 +271,22 @@ def check_listening(settings: Settings) -> Check:
     else:
         detail += "no verifier (optional: `elara wake enroll` trains one for your voice); "
     detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
-               f"beam {transcriber.beam_size}")
+               f"beam {transcriber.beam_size}; ")
+    audio = settings.audio
+    if audio.echo_cancellation:
+        from elara.voice.echo import webrtc_canceller
+
+        try:
+            webrtc_canceller()
+        except (ImportError, OSError) as exc:
+            return failed(LISTENING, f"echo cancellation is on but the WebRTC canceller does not load: {exc}",
+                          "run scripts/setup (it installs pywebrtc-audio), or set "
+                          "Audio.EchoCancellation to false")
+        detail += "echo cancellation WebRTC AEC3"
+    else:
+        detail += "echo cancellation off (Audio.EchoCancellation): the wake word is muted while Elara speaks"
+    barge_in = audio.echo_cancellation if audio.barge_in is None else audio.barge_in
+    detail += f", barge-in {'on' if barge_in else 'off'}"
     return passed(LISTENING, detail)
 
 

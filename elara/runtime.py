@@ -23,6 +23,7 @@ from elara import intents, wiring
 from elara.announcements import Announcer, ModelWatch
 from elara.audio.capture import Microphone
 from elara.audio.playback import Speaker
+from elara.audio.reference import PlaybackHistory
 from elara.commands import Alarms
 from elara.conversation.store import ConversationStore
 from elara.dialogue import Dialogue
@@ -30,6 +31,7 @@ from elara.memory.manager import Memory
 from elara.providers import Provider, describe
 from elara.settings import Settings
 from elara.timers import TimerBook
+from elara.voice.echo import EchoFilter, webrtc_canceller
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_synthesizer, load_transcriber, load_wake
 from elara.voice.loop import VoiceParts
@@ -55,6 +57,9 @@ SOURCES: dict[str, Callable[[Settings], object]] = {
     "synthesizer": lambda s: (s.text_to_speech.voice, s.text_to_speech.length_scale),
     "microphone": lambda s: s.audio.input_device,
     "speaker": lambda s: (s.audio.output_device, s.audio.output_latency_ms),
+    # the canceller has learnt the room between this microphone and this speaker
+    "echo": lambda s: (s.audio.input_device, s.audio.output_device, s.audio.output_latency_ms,
+                       s.audio.echo_cancellation),
 }
 
 #: Settings a running daemon can't change: they name the history it has open.
@@ -76,6 +81,7 @@ class Runtime:
     synthesizer: PiperSynthesizer
     microphone: Microphone
     speaker: Speaker
+    echo: EchoFilter | None
     voice: VoiceParts
     timers: TimerBook
     announcer: Announcer
@@ -110,7 +116,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             await microphone.start()
             opened.append(microphone.stop)
         speaker = reused("speaker") or Speaker(settings.audio.output_device,
-                                                  latency=settings.audio.output_latency_ms / 1000)
+                                                  latency=settings.audio.output_latency_ms / 1000,
+                                                  history=PlaybackHistory())
         llm = reused("llm")
         if llm is None:
             llm = await asyncio.to_thread(wiring.make_language_model, settings)
@@ -135,6 +142,9 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
     # The wake word and Whisper may each be reused or new: the check is wired afresh every time.
     wake.confirm_with(transcript_confirmer(transcriber) if settings.wake_word.confirm_from > 0 else None)
     vad = reused("vad") or create_vad(settings.listening.vad)
+    echo = reused("echo") if settings.audio.echo_cancellation else None
+    if echo is None and settings.audio.echo_cancellation:
+        echo = make_echo_filter(speaker)
     monitor = wiring.make_monitor(settings)
     speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
                         monotonic=clock)
@@ -144,7 +154,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
     model_watch.check = llm.check
     threshold = settings.speech_to_text.no_speech_threshold
     voice = VoiceParts(
-        dialogue=Dialogue.from_settings(settings.listening, settings.audio), wake=wake, vad=vad,
+        dialogue=Dialogue.from_settings(settings.listening, settings.audio, echo_cancelled=echo is not None),
+        wake=wake, vad=vad, echo=echo,
         segmenter=Segmenter.from_settings(settings.listening, settings.speech_to_text),
         transcriber=transcriber,
         phantom_reason=lambda transcript: phantom_reason(transcript, no_speech_threshold=threshold),
@@ -163,7 +174,7 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
                             "".join(w.title() for w in key.split("_")))
     return Runtime(settings=settings, store=store, llm=llm, memory=memory, monitor=monitor, wake=wake,
                    vad=vad, transcriber=transcriber, synthesizer=synthesizer, microphone=microphone,
-                   speaker=speaker, voice=voice, timers=book, announcer=announcer, alarms=alarms,
+                   speaker=speaker, echo=echo, voice=voice, timers=book, announcer=announcer, alarms=alarms,
                    model_watch=model_watch)
 
 
@@ -190,6 +201,21 @@ def transcript_confirmer(transcriber: Transcriber) -> Callable[[np.ndarray, str]
         return names_wake_word(transcript.text, name)
 
     return confirm
+
+
+def make_echo_filter(speaker: Speaker) -> EchoFilter | None:
+    """Echo cancellation over what `speaker` plays, or None (logged) when the canceller can't
+    load: Elara then mutes the wake word while she speaks, as without it."""
+    if speaker.history is None:
+        return None
+    try:
+        canceller = webrtc_canceller()
+    except (ImportError, OSError) as exc:
+        log.warning("echo cancellation is off: the WebRTC canceller did not load (%s); Elara mutes "
+                    "the wake word while she speaks. Fix: .venv/bin/pip install pywebrtc-audio==0.2.0 "
+                    "(scripts/setup does), or set Audio.EchoCancellation to false", exc)
+        return None
+    return EchoFilter(canceller, speaker.history)
 
 
 def wake_phrases(wake: WakeWordDetector) -> tuple[str, ...]:

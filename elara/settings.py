@@ -149,7 +149,11 @@ class AudioSettings:
     output_device: int | str | None = setting("OutputDevice")
     output_latency_ms: int = setting("OutputLatencyMs", min=10, max=1_000)
     speaker_tail_ms: int = setting("SpeakerTailMs", min=0, max=10_000)
-    barge_in: bool = setting("BargeIn")
+    # WebRTC AEC3 on the microphone, with what Elara plays as the reference; off: she mutes the
+    # wake word while she speaks
+    echo_cancellation: bool = setting("EchoCancellation")
+    # the wake word over a reply stops it; null: exactly when echo cancellation is on
+    barge_in: bool | None = setting("BargeIn")
 
 
 @dataclass(frozen=True)

@@ -325,6 +325,23 @@ class VirtualSoundCard:
             raise SoundCardError(f"pactl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
+    def add_echo(self, latency_ms: int = 60, volume: float = 0.5) -> int:
+        """Route the speaker back into the microphone, as a room would: `module-loopback` from the
+        speaker's monitor into the microphone's sink, `latency_ms` late and at `volume` (linear),
+        mixed with whatever is played into the mic. Returns the module to `remove_echo`."""
+        module = int(self.pactl("load-module", "module-loopback", f"source={self.speaker_monitor}",
+                                f"sink={MIC_SINK}", f"latency_msec={latency_ms}",
+                                "source_dont_move=true", "sink_dont_move=true").strip())
+        for line in self.pactl("list", "short", "sink-inputs").splitlines():
+            fields = line.split()
+            if len(fields) > 2 and fields[2] == str(module):
+                self.pactl("set-sink-input-volume", fields[0], f"{round(volume * 65536)}")
+        return module
+
+    def remove_echo(self, module: int) -> None:
+        """Undo `add_echo`."""
+        self.pactl("unload-module", str(module))
+
     def play_into_mic(self, wav_path: str | os.PathLike[str], wait: bool = True,
                       timeout: float | None = None) -> subprocess.Popen[bytes]:
         """Play a WAV into the fake microphone in real time (`paplay`); a 16 kHz mono s16 file

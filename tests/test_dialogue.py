@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -444,9 +445,15 @@ def test_from_settings() -> None:
                                   uncertain_pause_ms=1300,
                                   speculative_reply=True)
     audio = AudioSettings(input_device=None, output_device=None, output_latency_ms=100,
-                          speaker_tail_ms=300, barge_in=True)
+                          speaker_tail_ms=300, echo_cancellation=False, barge_in=True)
     d = Dialogue.from_settings(listening, audio)
     assert (d.mode, d.follow_up_seconds, d.barge_in) == ("continued", 4.0, True)
+    # unset, barge-in follows echo cancellation: on when it works, off when it could not load
+    follows = replace(audio, echo_cancellation=True, barge_in=None)
+    assert Dialogue.from_settings(listening, follows).barge_in is True
+    assert Dialogue.from_settings(listening, follows, echo_cancelled=False).barge_in is False
+    assert Dialogue.from_settings(listening, replace(audio, barge_in=False),
+                                  echo_cancelled=True).barge_in is False
 
 
 # -- diagrams --------------------------------------------------------------------------------

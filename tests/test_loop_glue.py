@@ -18,6 +18,7 @@ import pytest
 from elara import dialogue as d
 from elara.announcements import RETRY_SECONDS, RING_GAP_SECONDS, Announcement, Announcer
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip, AudioFrame
+from elara.audio.reference import PlaybackHistory
 from elara.commands import LocalCommands
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
@@ -25,6 +26,7 @@ from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
 from elara.orchestrator import Orchestrator
 from elara.timers import TimerBook
+from elara.voice.echo import EchoFilter
 from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop, VoiceParts
 from elara.voice.speech import SpeechSink
@@ -765,3 +767,119 @@ def test_a_reply_cut_by_barge_in_is_stored_as_far_as_it_was_heard():
     assert role is ChatRole.ASSISTANT and metadata.get("interrupted") == "true"
     assert content == "Paris is the …"  # never the whole reply the user didn't hear
     assert len(stored) == 2
+
+
+# -- echo cancellation: the barge-in decision in the loop ---------------------------------------
+
+
+class PassCanceller:
+    """Leaves the microphone as it is (the test decides how loud the user is over her)."""
+
+    stream_delay_ms = 0
+
+    def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        return near
+
+    def reset(self) -> None:
+        pass
+
+
+class LoudSynthesizer(FakeSynthesizer):
+    """A second of her voice per sentence, at RMS 3000."""
+
+    def synthesize(self, text: str) -> AudioClip:
+        self.said.append(text)
+        return AudioClip(np.full(self.sample_rate, 3000, dtype=np.int16), self.sample_rate)
+
+
+class RecordingPlayer(FakePlayer):
+    """Writes what it plays into the playback history, heard at the rig's clock."""
+
+    def __init__(self, history: PlaybackHistory, clock: Clock) -> None:
+        super().__init__()
+        self.history, self.clock = history, clock
+
+    async def play(self, clip: AudioClip) -> bool:
+        self.history.write(self.clock.now, clip.samples, clip.sample_rate)
+        return await super().play(clip)
+
+
+def echo_rig() -> Rig:
+    clock = Clock(1000.0)
+    history = PlaybackHistory()
+    synthesizer, player = LoudSynthesizer(), RecordingPlayer(history, clock)
+    model, store, microphone = FakeModel(), ListStore(), FakeMicrophone()
+    parts = replace(make_parts(synthesizer=synthesizer, player=player, model=model, store=store,
+                               microphone=microphone, clock=clock, barge_in=True),
+                    echo=EchoFilter(PassCanceller(), history))
+    loop = VoiceLoop(parts, clock=clock)
+    return Rig(loop, clock, parts.wake, parts.transcriber, synthesizer, player, model,  # type: ignore[arg-type]
+               store, microphone)
+
+
+def wake_frame(rig: Rig, loudness: int) -> AudioFrame:
+    samples = np.full(FRAME_SAMPLES, loudness, dtype=np.int16)
+    samples[0] = WAKE
+    rig.clock.now += FRAME
+    return AudioFrame(samples, rig.clock.now)
+
+
+@pytest.mark.parametrize("loudness, barged", [(0, False), (9000, True)])
+def test_a_wake_word_over_her_reply_counts_only_when_the_user_is_louder_than_her_echo(loudness, barged):
+    rig = echo_rig()
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()  # her first sentence is playing
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        await rig.loop.on_frame(wake_frame(rig, loudness))
+        state = rig.loop.state
+        rig.player.hold.set()
+        rig.player.hold = None
+        await settle(rig)
+        return state
+
+    state = asyncio.run(scenario())
+    counters = rig.loop.status()["counters"]
+    assert state == (d.LISTENING if barged else d.SPEAKING)
+    assert counters["barge_ins"] == int(barged) and counters["self_wakes_suppressed"] == int(not barged)
+
+
+class CuttingPlayer(FakePlayer):
+    """Like the real speaker: a clip cut by stop() returns False instead of raising."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cut = asyncio.Event()
+
+    async def play(self, clip: AudioClip) -> bool:
+        self.played.append(clip)
+        try:
+            await asyncio.wait_for(self._cut.wait(), 0.05)
+        except TimeoutError:
+            return True
+        except asyncio.CancelledError:
+            if self._cut.is_set():
+                return False  # the speaker answers the cut: the caller's cancellation is swallowed
+            raise
+        return False
+
+    async def stop(self) -> None:
+        self.stops += 1
+        self._cut.set()
+
+
+def test_a_stopped_reply_plays_nothing_more_even_when_the_speaker_swallows_the_cancel():
+    async def scenario():
+        player = CuttingPlayer()
+        sink = SpeechSink(FakeSynthesizer(), player)
+        for sentence in ("One.", "Two.", "Three.", "Four."):
+            await sink.say(sentence)
+        await asyncio.sleep(0.07)  # the first clip played; the second is playing
+        await asyncio.wait_for(sink.stop(), 1.0)  # returns at once, not after the whole reply
+        await asyncio.sleep(0.2)
+        return player, sink
+
+    player, sink = asyncio.run(scenario())
+    assert len(player.played) == 2
+    assert sink.heard_text().startswith("One.")

@@ -30,6 +30,10 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"  models: wake word {', '.join(m['wake_word'])}; speech-to-text {m['speech_to_text']}; "
           f"voice {m['voice']}; {m['language_model']} at {m['ollama']}")
     print("  counters: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c.items()))
+    echo = snapshot.get("echo")
+    if echo:
+        delay = "-" if echo["delay_ms"] is None else f"{echo['delay_ms']} ms"
+        print(f"  echo cancellation: ERLE {echo['erle_db']:.1f} dB, delay {delay}")
     for timer in snapshot.get("timers") or []:
         print(f"  timer {timer['id']}: {timer['name'] or 'unnamed'}, {timer['state']}, "
               f"{timer['remaining_seconds']:.0f} s left")

@@ -30,6 +30,7 @@ from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioC
 from elara.conversation.messages import PromptReady
 from elara.errors import LanguageModelError
 from elara.orchestrator import TurnResult
+from elara.voice.echo import EchoFilter, is_barge_in
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript
@@ -106,6 +107,7 @@ class VoiceParts:
     speculative_reply: bool = False
     ring_seconds: float = 60.0  # how long a timer's announcement repeats unless stopped
     is_command: Callable[[str], bool] | None = None  # words a local command answers whole
+    echo: EchoFilter | None = None  # takes her own voice out of the microphone (None: muted instead)
 
 
 @dataclass
@@ -120,6 +122,8 @@ class LoopCounters:
     model_errors: int = 0
     failed_turns: int = 0
     speculations_discarded: int = 0
+    barge_ins: int = 0  # the wake word over her reply or an announcement stopped it
+    self_wakes_suppressed: int = 0  # a wake while she spoke that her own voice could explain
 
 
 @dataclass
@@ -226,6 +230,7 @@ class VoiceLoop:
                              "false_wake_drops": c.no_speech + c.rejected_utterances,
                              "model_errors": c.model_errors,
                              "speculations_discarded": c.speculations_discarded,
+                             "barge_ins": c.barge_ins, "self_wakes_suppressed": c.self_wakes_suppressed,
                              "wake_checks": self.parts.wake.confirmations["asked"],
                              "wake_checks_confirmed": self.parts.wake.confirmations["confirmed"]},
                 "last_turn": dict(self.last_timings), "last_judgment": dict(self.last_judgment)}
@@ -286,6 +291,8 @@ class VoiceLoop:
         """Route one frame to the wake word or the segmenter, per the dialogue's state."""
         self.counters.frames += 1
         self.last_progress = self._clock()
+        if self.parts.echo is not None:
+            frame = await asyncio.to_thread(self.parts.echo.clean, frame)
         if self._swap is not None and not self._swap.done.done() and self._idle():
             self._swap_now()
         self._handle(d.Tick(now=frame.captured_at))
@@ -353,11 +360,23 @@ class VoiceLoop:
     # -- stages --------------------------------------------------------------------------------
 
     async def _feed_wake_word(self, frame: AudioFrame) -> None:
-        if self.state == d.IDLE and frame.captured_at < self._speaking_until:
+        echo = self.parts.echo
+        if self.state == d.IDLE and echo is None and frame.captured_at < self._speaking_until:
             return  # Elara's own voice (and its echo) must never wake her
         detection = await asyncio.to_thread(self.parts.wake.process, frame)
         if detection is None:
             return
+        if self.state != d.IDLE and echo is not None:
+            # Over her own voice: the user's only if louder than what cancelling can leave of hers.
+            near, far = echo.recent_levels(_WAKE_WINDOW_FRAMES)
+            if not is_barge_in(near, far, echo.erle_db):
+                self.counters.self_wakes_suppressed += 1
+                log.info("ignored a wake word while speaking: her own voice could explain it "
+                         "(%.0f vs %.0f RMS, ERLE %.1f dB)", near, far, echo.erle_db)
+                self.parts.wake.reset()
+                return
+        if self.state != d.IDLE:
+            self.counters.barge_ins += 1
         self.counters.wakes += 1
         log.info("wake word %s (score %.2f)", detection.name, detection.score)
         self._turn = _Turn(wake=frame.captured_at)
@@ -366,8 +385,10 @@ class VoiceLoop:
     async def _feed_segmenter(self, frame: AudioFrame) -> None:
         parts = self.parts
         probability = await asyncio.to_thread(parts.vad.speech_probability, frame)
-        # Just after Elara spoke, what the mic hears may be her own echo: count it as silence.
-        is_speech = probability >= parts.vad_threshold and frame.captured_at >= self._speaking_until
+        # Just after Elara spoke, what the mic hears may be her own echo: count it as silence
+        # (unless the echo is cancelled).
+        is_speech = probability >= parts.vad_threshold and (
+            parts.echo is not None or frame.captured_at >= self._speaking_until)
         if is_speech:
             self._last_speech_at = frame.captured_at
         self._buffer.append(frame)
@@ -698,6 +719,10 @@ class VoiceLoop:
 @functools.lru_cache(maxsize=4)
 def _chime(sample_rate: int) -> AudioClip:
     return chime(sample_rate)
+
+
+#: frames a wake phrase spans, over which the barge-in decision compares levels
+_WAKE_WINDOW_FRAMES = 12
 
 
 def _pre_roll_frames(pre_roll_ms: int) -> int:

@@ -215,7 +215,11 @@ class SpeechSink:
                 return
             finally:
                 self._playing = None
-            if whole is not False and text is not None:
+            if whole is False:
+                # The speaker was stopped (barge-in): the rest of this reply must not play, even
+                # though the speaker answered the cut where this task's cancellation would be.
+                return
+            if text is not None:
                 self._heard.append(text)
             if first:
                 # play() returns once the last sample was heard, so the first was heard one clip

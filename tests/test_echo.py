@@ -1,0 +1,93 @@
+"""Echo cancellation on a simulated room with the real WebRTC canceller, and the barge-in
+decision on numbers."""
+
+import numpy as np
+import pytest
+import voice_clips
+
+from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
+from elara.audio.reference import PlaybackHistory
+from elara.voice.echo import EchoFilter, is_barge_in, webrtc_canceller
+
+FRAME = FRAME_SAMPLES / SAMPLE_RATE
+
+
+def room(far: np.ndarray, delay_ms: int, gain: float, seed: int = 0) -> np.ndarray:
+    """The far end as a microphone across the room hears it: late, quieter, with reflections."""
+    rng = np.random.default_rng(seed)
+    taps = np.exp(-np.arange(2400) / 800.0) * rng.standard_normal(2400) * 0.05
+    taps[:48] = 0.0
+    taps[0] = 1.0
+    lag = delay_ms * SAMPLE_RATE // 1000
+    echo = np.convolve(np.concatenate([np.zeros(lag), far.astype(float)]), taps)[: len(far)]
+    return echo * gain
+
+
+def run_filter(far: np.ndarray, mic: np.ndarray, played_at: float = 100.0):
+    """Feed `mic` frame by frame to an EchoFilter whose speaker played `far` from `played_at`."""
+    history = PlaybackHistory(seconds=30)
+    for i in range(0, len(far), 320):
+        history.write(played_at + i / SAMPLE_RATE, far[i:i + 320], SAMPLE_RATE)
+    echo = EchoFilter(webrtc_canceller(), history)
+    out = []
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        captured_at = played_at + (i + FRAME_SAMPLES) / SAMPLE_RATE  # its last sample, just now
+        out.append(echo.clean(AudioFrame(mic[i:i + FRAME_SAMPLES].astype(np.int16), captured_at)).samples)
+    return echo, np.concatenate(out)
+
+
+def level(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x.astype(float)))))
+
+
+@pytest.fixture(scope="module")
+def far() -> np.ndarray:
+    return voice_clips.concat(*[voice_clips.piper_speech(t) for t in (
+        "Paris is the capital of France, and it is a lovely city on the Seine.",
+        "Jarvis is the name of a butler in many stories, and of a famous assistant.",
+        "The weather tomorrow will be sunny with a light breeze from the west.")])
+
+
+@pytest.mark.parametrize("delay_ms", [40, 120])
+def test_her_own_voice_is_taken_out_of_the_microphone(far, delay_ms):
+    mic = np.clip(room(far, delay_ms, 0.5) + np.random.default_rng(2).standard_normal(len(far)) * 30,
+                  -32768, 32767)
+    echo, out = run_filter(far, mic)
+    settled = slice(3 * SAMPLE_RATE, len(out))
+    erle = 20 * np.log10(level(mic[settled]) / level(out[settled]))
+    assert erle > 15, erle
+    assert echo.erle_db > 10
+    assert echo.delay_ms is not None and abs(echo.delay_ms - delay_ms) <= 3
+    assert echo.counters.processed > 0
+
+
+def test_the_users_voice_over_hers_comes_through(far):
+    user = voice_clips.espeak_speech("Hey Jarvis, what is the capital of Germany?", voice="en-us")
+    start = 4 * SAMPLE_RATE
+    near = np.zeros(len(far))
+    near[start:start + len(user)] = user[: len(far) - start]
+    mic = np.clip(room(far, 60, 0.5) + near, -32768, 32767)
+    _, out = run_filter(far, mic)
+    spoken = slice(start, start + len(user))
+    alone = slice(start + len(user) + SAMPLE_RATE // 2, len(out))  # her voice alone again
+    assert level(out[spoken]) > 0.5 * level(near[spoken])  # the user's words come through …
+    assert level(out[spoken]) > 10 * level(out[alone])  # … far above what is left of hers
+
+
+def test_with_nothing_played_frames_pass_untouched():
+    history = PlaybackHistory()
+    echo = EchoFilter(webrtc_canceller(), history)
+    frame = AudioFrame(np.arange(FRAME_SAMPLES, dtype=np.int16), 50.0)
+    assert echo.clean(frame) is frame
+    assert echo.counters.passed == 1 and echo.counters.processed == 0
+
+
+@pytest.mark.parametrize("near, far, erle, expected", [
+    (500.0, 0.0, 0.0, True),  # she is silent: any wake is the user's
+    (500.0, 4000.0, 25.0, True),  # 4000 lowered 25 dB leaves 225; 500 is 7 dB above it
+    (300.0, 4000.0, 25.0, False),  # only 2.5 dB above: could be her own "Jarvis"
+    (3000.0, 4000.0, 0.0, False),  # nothing cancelled yet: her voice is all there is
+    (9000.0, 4000.0, 0.0, True),  # someone shouting over her
+])
+def test_the_barge_in_decision(near, far, erle, expected):
+    assert is_barge_in(near, far, erle) is expected
