@@ -23,7 +23,8 @@ A reply that asked a question (`ReplyFinished(expects_answer=True)`) opens the w
 mode, so the answer needs no wake word.
 
 Announcements wait for idle, so they never talk over the user or a reply; the wake word over one
-stops it when barge-in is on, as it does a reply.
+stops it when barge-in is on, as it does a reply. "Stop" said over either (`StopHeard`, no wake
+word) silences it and goes back to idle without a turn.
 
 Every failure and cancellation path goes back to idle. An event that means nothing in the current
 state (a transcript while idle, the wake word while thinking, a repeated event …) is ignored: no
@@ -179,6 +180,14 @@ class AnnouncementFinished(DialogueEvent):
 
 
 @dataclass(frozen=True)
+class StopHeard(DialogueEvent):
+    """The person said "stop" (no wake word) while Elara spoke: silence her, start no turn."""
+
+    trigger: ClassVar[str] = "stop_heard"
+    at: float
+
+
+@dataclass(frozen=True)
 class TurnFailed(DialogueEvent):
     """Something in the turn failed (microphone, speech-to-text, model, speaker): give it up."""
 
@@ -212,6 +221,7 @@ class Cancel(DialogueEvent):
 EVENT_TYPES: tuple[type[DialogueEvent], ...] = (
     WakeDetected, SpeechHeard, UtteranceCaptured, NoSpeechHeard, TranscriptReady, TranscriptRejected,
     ReplyStarted, ReplyFinished, TurnFailed, Tick, Cancel, AnnouncementStarted, AnnouncementFinished,
+    StopHeard,
 )
 
 # -- intents ---------------------------------------------------------------------------------
@@ -352,6 +362,8 @@ class Dialogue:
             {"trigger": "reply_finished", "source": [THINKING, SPEAKING], "dest": FOLLOW_UP,
              "conditions": self._follows_up, "after": self._open_follow_up},
             {"trigger": "reply_finished", "source": [THINKING, SPEAKING], "dest": IDLE},
+            # "stop" said over her reply or a ringing timer: silence, and no new turn
+            {"trigger": "stop_heard", "source": [SPEAKING, ANNOUNCING], "dest": IDLE, "before": self._abort},
             # failures and cancellation
             {"trigger": "turn_failed", "source": busy, "dest": IDLE, "before": self._abort},
             {"trigger": "cancel", "source": [*busy, ANNOUNCING], "dest": IDLE, "before": self._abort},

@@ -133,9 +133,9 @@ def _unit_at(tokens: list[str], i: int) -> bool:
 def _duration_part(tokens: list[str], i: int) -> tuple[float, int, int] | None:
     """One "amount unit" piece from tokens[i]: (seconds, unit size, next index)."""
     j = i + 1 if tokens[i:i + 1] == ["a"] else i
-    for words, fraction in _FRACTIONS.items():
-        if tuple(tokens[j:j + len(words)]) == words:
-            k = j + len(words)
+    for phrase, fraction in _FRACTIONS.items():
+        if tuple(tokens[j:j + len(phrase)]) == phrase:
+            k = j + len(phrase)
             k += tokens[k:k + 1] == ["of"]
             k += tokens[k:k + 1] in (["a"], ["an"])
             if _unit_at(tokens, k):
@@ -182,7 +182,7 @@ _LEADING = re.compile(
 _TRAILING = re.compile(r"(?: (?:please|thanks|thank you|for me|jarvis|elara|now|right now|from now))+$")
 
 
-def _words(text: str) -> list[str]:
+def words(text: str) -> list[str]:
     """Lower case, apostrophes dropped, hyphens and other punctuation as spaces, digits split from letters."""
     text = text.lower().replace("’", "'").replace("'", "")
     text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 1,000
@@ -193,7 +193,7 @@ def _words(text: str) -> list[str]:
 
 def _normalise(text: str) -> str:
     """The utterance as a plain token string with every duration replaced by "§<seconds>"."""
-    tokens = _words(text)
+    tokens = words(text)
     out: list[str] = []
     i = 0
     while i < len(tokens):
@@ -216,7 +216,7 @@ def _normalise(text: str) -> str:
 
 def parse_duration(text: str) -> int | None:
     """The whole of text as a duration in seconds ("an hour and a half", "90 seconds"), else None."""
-    tokens = _words(text)
+    tokens = words(text)
     found = _duration(tokens, 0)
     if found is None or found[1] != len(tokens):
         return None
@@ -298,10 +298,10 @@ def _name(match: re.Match[str], group: str = "name") -> str | None:
     name = match.groupdict().get(group)
     if name is None:
         return None
-    words = name.split()
-    if any(w in _NOT_NAMES for w in words):
+    parts = name.split()
+    if any(w in _NOT_NAMES for w in parts):
         return ""
-    return "wake-up" if words == ["wake", "up"] else name
+    return "wake-up" if parts == ["wake", "up"] else name
 
 
 def _set_timer(line: str) -> SetTimer | None:
@@ -361,8 +361,8 @@ _ANSWER_FILLER = frozenset(
 
 def names_timer(text: str, names: Collection[str]) -> str | None:
     """Which one of names an ask-back answer means ("the pasta one", "pasta"), or None if not exactly one."""
-    said = [w for w in _words(text) if w not in _ANSWER_FILLER]
+    said = [w for w in words(text) if w not in _ANSWER_FILLER]
     if not said:
         return None
-    meant = [n for n in names if [w for w in _words(n) if w not in _ANSWER_FILLER] == said]
+    meant = [n for n in names if [w for w in words(n) if w not in _ANSWER_FILLER] == said]
     return meant[0] if len(meant) == 1 else None

@@ -155,7 +155,7 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
     threshold = settings.speech_to_text.no_speech_threshold
     voice = VoiceParts(
         dialogue=Dialogue.from_settings(settings.listening, settings.audio, echo_cancelled=echo is not None),
-        wake=wake, vad=vad, echo=echo,
+        wake=wake, vad=vad, echo=echo, stop_words=settings.audio.stop_without_wake_word,
         segmenter=Segmenter.from_settings(settings.listening, settings.speech_to_text),
         transcriber=transcriber,
         phantom_reason=lambda transcript: phantom_reason(transcript, no_speech_threshold=threshold),

@@ -154,6 +154,8 @@ class AudioSettings:
     echo_cancellation: bool = setting("EchoCancellation")
     # the wake word over a reply stops it; null: exactly when echo cancellation is on
     barge_in: bool | None = setting("BargeIn")
+    # "stop" without the wake word silences a reply (needs echo cancellation) or a ringing timer
+    stop_without_wake_word: bool = setting("StopWithoutWakeWord")
 
 
 @dataclass(frozen=True)

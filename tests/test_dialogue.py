@@ -31,6 +31,7 @@ from elara.dialogue import (
     ReplyStarted,
     SpeechHeard,
     StartListening,
+    StopHeard,
     StopListening,
     StopSpeaking,
     Tick,
@@ -60,6 +61,7 @@ def sample(event_type: type[DialogueEvent], t: float = 0.0) -> DialogueEvent:
         Cancel: lambda: Cancel(at=t),
         AnnouncementStarted: lambda: AnnouncementStarted(at=t),
         AnnouncementFinished: lambda: AnnouncementFinished(at=t),
+        StopHeard: lambda: StopHeard(at=t),
     }[event_type]()
 
 
@@ -87,7 +89,7 @@ def reach(state: str, mode: str = "continued", *, barge_in: bool = False, follow
 def test_states_and_events_are_what_the_machine_has() -> None:
     assert STATES == (IDLE, LISTENING, TRANSCRIBING, THINKING, SPEAKING, FOLLOW_UP, ANNOUNCING)
     assert Dialogue("wake_word", 0).state == IDLE
-    assert len({t.trigger for t in EVENT_TYPES}) == len(EVENT_TYPES) == 13
+    assert len({t.trigger for t in EVENT_TYPES}) == len(EVENT_TYPES) == 14
 
 
 # -- happy paths -----------------------------------------------------------------------------
@@ -261,37 +263,37 @@ TABLE: dict[str, dict[type[DialogueEvent], str | None]] = {
     IDLE: {
         WakeDetected: LISTENING, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: X, Tick: IDLE, Cancel: IDLE,
-        AnnouncementStarted: ANNOUNCING, AnnouncementFinished: X,
+        AnnouncementStarted: ANNOUNCING, AnnouncementFinished: X, StopHeard: X,
     },
     LISTENING: {
         WakeDetected: X, SpeechHeard: LISTENING, UtteranceCaptured: TRANSCRIBING, NoSpeechHeard: IDLE,
         TranscriptReady: X, TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE,
-        Tick: LISTENING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
+        Tick: LISTENING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
     },
     TRANSCRIBING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: THINKING,
         TranscriptRejected: IDLE, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE, Tick: TRANSCRIBING,
-        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
+        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
     },
     THINKING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: SPEAKING, ReplyFinished: FOLLOW_UP, TurnFailed: IDLE,
-        Tick: THINKING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
+        Tick: THINKING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
     },
     SPEAKING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: FOLLOW_UP, TurnFailed: IDLE, Tick: SPEAKING,
-        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
+        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: IDLE,
     },
     FOLLOW_UP: {
         WakeDetected: LISTENING, SpeechHeard: LISTENING, UtteranceCaptured: TRANSCRIBING, NoSpeechHeard: IDLE,
         TranscriptReady: X, TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE,
-        Tick: FOLLOW_UP, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X,
+        Tick: FOLLOW_UP, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
     },
     ANNOUNCING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: X, Tick: ANNOUNCING,
-        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: IDLE,
+        Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: IDLE, StopHeard: IDLE,
     },
 }
 
@@ -445,7 +447,8 @@ def test_from_settings() -> None:
                                   uncertain_pause_ms=1300,
                                   speculative_reply=True)
     audio = AudioSettings(input_device=None, output_device=None, output_latency_ms=100,
-                          speaker_tail_ms=300, echo_cancellation=False, barge_in=True)
+                          speaker_tail_ms=300, echo_cancellation=False, barge_in=True,
+                          stop_without_wake_word=True)
     d = Dialogue.from_settings(listening, audio)
     assert (d.mode, d.follow_up_seconds, d.barge_in) == ("continued", 4.0, True)
     # unset, barge-in follows echo cancellation: on when it works, off when it could not load
@@ -552,3 +555,12 @@ def test_a_question_opens_the_answer_window_in_wake_word_mode() -> None:
     assert d.state == FOLLOW_UP and d.follow_up_deadline == 5 + 6.0
     d.handle(Tick(now=11.5))
     assert d.state == IDLE
+
+
+@pytest.mark.parametrize("state, cleanup", [(SPEAKING, [StopSpeaking(), CancelTurn()]),
+                                            (ANNOUNCING, [StopSpeaking()])])
+def test_stop_heard_silences_her_and_starts_no_turn(state: str, cleanup: list[object]) -> None:
+    d = reach(state, barge_in=True)
+    turn = d.turn
+    assert d.handle(StopHeard(at=50)) == [*cleanup, ArmWakeWord()]
+    assert d.state == IDLE and d.turn == turn and d.follow_up_deadline is None

@@ -883,3 +883,97 @@ def test_a_stopped_reply_plays_nothing_more_even_when_the_speaker_swallows_the_c
     player, sink = asyncio.run(scenario())
     assert len(player.played) == 2
     assert sink.heard_text().startswith("One.")
+
+
+# -- "stop" without the wake word -------------------------------------------------------------
+
+
+def phrase_frame(rig: Rig, phrase: int, loudness: int) -> AudioFrame:
+    """A frame of the n-th phrase said `loudness` loud (RMS ≈ loudness / √2) over her voice."""
+    samples = np.full(FRAME_SAMPLES, SPEECH + phrase, dtype=np.int16)
+    samples[1::2] = -loudness
+    rig.clock.now += FRAME
+    return AudioFrame(samples, rig.clock.now)
+
+
+def stop_rig(reply: str = "Paris is the capital. It is lovely.") -> Rig:
+    rig = echo_rig()
+    rig.loop.parts = replace(rig.loop.parts, stop_words=True)
+    rig.model.reply = reply
+    return rig
+
+
+async def speak_over_her(rig: Rig, phrase: int, loudness: int, seconds: float = 0.4) -> str:
+    """While her first sentence plays: the phrase, then a silent frame; the state after the check."""
+    rig.player.hold = asyncio.Event()
+    await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+    await until(rig, d.SPEAKING)
+    for _ in range(round(seconds / FRAME)):
+        await rig.loop.on_frame(phrase_frame(rig, phrase, loudness))
+    await rig.loop.on_frame(rig.frame(SILENCE))
+    for _ in range(500):
+        if rig.loop._stop_check is not None and rig.loop._stop_check.done():
+            break
+        await asyncio.sleep(0.001)
+    state = rig.loop.state
+    rig.player.hold.set()
+    rig.player.hold = None
+    await settle(rig)
+    return state
+
+
+def test_stop_said_over_her_reply_silences_it_without_a_turn():
+    rig = stop_rig()
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=12_000))
+    counters = rig.loop.status()["counters"]
+    assert state == d.IDLE  # not listening, not following up: she was told to stop
+    assert counters["stops"] == 1 and counters["stop_checks"] == 1 and counters["wakes"] == 1
+    assert rig.model.questions == [PHRASES[0]]  # nothing more went to the model
+    stored = [(m.role, dict(m.metadata).get("interrupted")) for m in rig.store.messages]
+    assert stored == [(ChatRole.USER, None), (ChatRole.ASSISTANT, "true")]
+    assert len(rig.player.played) == 1  # the rest was never heard
+
+
+def test_a_stop_her_own_voice_could_explain_is_ignored():
+    rig = stop_rig()
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=0))  # as quiet as what is left of her
+    counters = rig.loop.status()["counters"]
+    assert state == d.SPEAKING and counters["stops"] == 0 and counters["self_stops_suppressed"] == 1
+    assert rig.synthesizer.said == ["Paris is the capital.", "It is lovely."]
+
+
+def test_her_own_stop_heard_back_is_never_taken_for_the_user():
+    rig = stop_rig(reply="Stop. Paris is the capital.")
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=12_000))
+    assert state == d.SPEAKING and rig.loop.counters.stops == 0
+
+
+def test_other_words_over_her_reply_change_nothing():
+    rig = stop_rig()
+    state = asyncio.run(speak_over_her(rig, FINISHED, loudness=12_000))  # "Tell me a joke."
+    assert state == d.SPEAKING and rig.loop.counters.stops == 0 and rig.loop.counters.stop_checks == 1
+    assert rig.model.questions == [PHRASES[0]]
+
+
+def test_a_long_stretch_of_speech_over_her_is_not_checked():
+    rig = stop_rig()
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=12_000, seconds=2.5))
+    assert state == d.SPEAKING and rig.loop.counters.stop_checks == 0
+
+
+def test_stop_between_two_rings_ends_the_ringing_without_the_wake_word():
+    rig, announcer, events = announcing_rig(mode="wake_word")
+    rig.loop.parts = replace(rig.loop.parts, stop_words=True)  # no echo cancellation: between rings
+
+    async def scenario():
+        announcer.post(Announcement("Your tea timer is done.", "timer", rings=True, timer_id="t1"))
+        await run_loop(rig, quiet(1.0))
+        assert announcer.ringing and rig.loop.state == d.IDLE
+        await run_loop(rig, say(STOP, 0.5) + quiet(0.3))
+        await run_loop(rig, quiet(8.0))
+
+    asyncio.run(scenario())
+    assert events == [("heard", "Your tea timer is done."), ("stopped", "Your tea timer is done.")]
+    assert rig.synthesizer.said == ["Your tea timer is done."]
+    assert rig.loop.counters.stops == 1 and rig.loop.counters.wakes == 0
+    assert rig.model.questions == [] and rig.store.messages == []

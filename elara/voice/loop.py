@@ -33,6 +33,7 @@ from elara.orchestrator import TurnResult
 from elara.voice.echo import EchoFilter, is_barge_in
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
+from elara.voice.stop import StopCandidate, StopSpotter, heard_stop
 from elara.voice.stt import Transcript
 from elara.voice.turn import (
     Judgment,
@@ -108,6 +109,7 @@ class VoiceParts:
     ring_seconds: float = 60.0  # how long a timer's announcement repeats unless stopped
     is_command: Callable[[str], bool] | None = None  # words a local command answers whole
     echo: EchoFilter | None = None  # takes her own voice out of the microphone (None: muted instead)
+    stop_words: bool = False  # "stop" without the wake word while she speaks or a timer rings
 
 
 @dataclass
@@ -124,6 +126,9 @@ class LoopCounters:
     speculations_discarded: int = 0
     barge_ins: int = 0  # the wake word over her reply or an announcement stopped it
     self_wakes_suppressed: int = 0  # a wake while she spoke that her own voice could explain
+    stops: int = 0  # "stop" without the wake word silenced her
+    stop_checks: int = 0  # short utterances over her voice transcribed to look for "stop"
+    self_stops_suppressed: int = 0  # a "stop" her own voice could explain
 
 
 @dataclass
@@ -198,6 +203,14 @@ class VoiceLoop:
         self._swap: _Swap | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._rearming = False
+        # "stop" without the wake word: short utterances over her voice, checked one at a time
+        self._spotter = StopSpotter()
+        self._spotting = False
+        self._spot_frames: collections.deque[AudioFrame] = collections.deque(maxlen=_SPOT_FRAMES)
+        self._spot_fed = 0  # frames fed to the spotter since it was reset
+        self._spot_epoch = 0  # bumped whenever spotting starts or ends: older checks are stale
+        self._stop_check: asyncio.Task[None] | None = None
+        self._stop_next: tuple[StopCandidate, int] | None = None  # a candidate waiting its turn
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -216,11 +229,10 @@ class VoiceLoop:
 
     @property
     def settled(self) -> bool:
-        """True when nothing is in flight: no transcription, reply, pause judgment, drop or
-        announcement."""
+        """True when nothing is in flight: no transcription, reply, pause judgment, drop,
+        announcement or check for "stop"."""
         return (not self.busy and all(t.done() for t in self._background)
-                and (self._dropping is None or self._dropping.done())
-                and (self._announcing is None or self._announcing.done()))
+                and all(t is None or t.done() for t in (self._dropping, self._announcing, self._stop_check)))
 
     def status(self) -> dict[str, Any]:
         """The loop's part of `elara status`: state, counters, the last turn's timings."""
@@ -231,6 +243,8 @@ class VoiceLoop:
                              "model_errors": c.model_errors,
                              "speculations_discarded": c.speculations_discarded,
                              "barge_ins": c.barge_ins, "self_wakes_suppressed": c.self_wakes_suppressed,
+                             "stops": c.stops, "stop_checks": c.stop_checks,
+                             "self_stops_suppressed": c.self_stops_suppressed,
                              "wake_checks": self.parts.wake.confirmations["asked"],
                              "wake_checks_confirmed": self.parts.wake.confirmations["confirmed"]},
                 "last_turn": dict(self.last_timings), "last_judgment": dict(self.last_judgment)}
@@ -265,9 +279,10 @@ class VoiceLoop:
     async def shutdown(self, grace: float = 3.0) -> None:
         """Stop listening; give the turn in flight `grace` seconds to finish storing, then drop it."""
         self._listening = False
-        if self._announcing is not None:
-            self._announcing.cancel()
-            await asyncio.gather(self._announcing, return_exceptions=True)
+        for task in (self._announcing, self._stop_check):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.parts.speech.stop()
         deadline = asyncio.get_running_loop().time() + grace
         # A transcription in flight becomes a reply in flight: wait for whichever comes.
@@ -303,6 +318,7 @@ class VoiceLoop:
             state = self.state
             if state == d.IDLE or (state in (d.SPEAKING, d.ANNOUNCING) and self.parts.dialogue.barge_in):
                 await self._feed_wake_word(frame)
+        await self._spot_stop(frame)
         self._pre_roll.append(frame)
 
     # -- announcements -------------------------------------------------------------------------
@@ -424,6 +440,98 @@ class VoiceLoop:
         # Speech already going when listening began keeps the pre-roll too.
         first = 0 if start <= 0 else origin + round(start * SAMPLE_RATE)
         return audio[first:origin + round(end * SAMPLE_RATE)]
+
+    # -- "stop" without the wake word -------------------------------------------------------
+
+    def _should_spot(self, frame: AudioFrame) -> bool:
+        """Listen for "stop" while she speaks (her echo cancelled) or while a timer rings."""
+        parts = self.parts
+        if not parts.stop_words or self._listening:
+            return False
+        state = self.state
+        if state in (d.SPEAKING, d.ANNOUNCING):
+            return parts.echo is not None
+        ringing = self.announcer is not None and bool(self.announcer.ringing)
+        # Between two rings she is silent: with her echo gone, "stop" is heard there too.
+        return (state == d.IDLE and ringing and not self.busy
+                and (parts.echo is not None or frame.captured_at >= self._speaking_until))
+
+    async def _spot_stop(self, frame: AudioFrame) -> None:
+        if not self._should_spot(frame):
+            if self._spotting:
+                self._spotting, self._stop_next = False, None
+                self._spot_epoch += 1
+            return
+        parts = self.parts
+        if not self._spotting:
+            self._spotting = True
+            self._spot_epoch += 1
+            self._spotter.reset()
+            parts.vad.reset()
+            self._spot_frames.clear()
+            self._spot_fed = 0
+        probability = await asyncio.to_thread(parts.vad.speech_probability, frame)
+        self._spot_frames.append(frame)
+        self._spot_fed += 1
+        candidate = self._spotter.feed(frame.duration, probability >= parts.vad_threshold)
+        if candidate is None:
+            return
+        if self._stop_check is not None and not self._stop_check.done():
+            self._stop_next = (candidate, self._spot_epoch)  # checked when this one is done
+            return
+        self._check_stop_soon(candidate)
+
+    def _check_stop_soon(self, candidate: StopCandidate) -> None:
+        parts, epoch = self.parts, self._spot_epoch
+        # The words, with a little before them (Whisper needs the onset) and the silent frame.
+        first = max(0, int(candidate.start / FRAME_SECONDS) - _SPOT_LEAD_FRAMES)
+        last = self._spot_fed
+        skipped = self._spot_fed - len(self._spot_frames)
+        frames = list(self._spot_frames)[max(0, first - skipped):last - skipped]
+        samples = np.concatenate([f.samples for f in frames])
+        near, far = (parts.echo.recent_levels(last - int(candidate.start / FRAME_SECONDS))
+                     if parts.echo is not None else (0.0, 0.0))
+        her_words = parts.speech.recent_text(_HER_WORDS_SECONDS)
+        self.counters.stop_checks += 1
+        self._stop_check = asyncio.create_task(
+            self._check_stop(samples, near, far, her_words, epoch, parts), name="stop-check")
+
+    async def _check_stop(self, samples: np.ndarray, near: float, far: float, her_words: str,
+                          epoch: int, parts: VoiceParts) -> None:
+        try:
+            transcript = await asyncio.to_thread(parts.transcriber.transcribe, samples)
+        except Exception as exc:  # a failed check must not end anything: she goes on
+            log.warning("could not check for \"stop\": %s", exc)
+            transcript = None
+        if epoch != self._spot_epoch:
+            return  # she fell silent, or a turn began, while Whisper worked
+        if transcript is not None and parts.phantom_reason(transcript) is None:
+            text = strip_wake_phrase(transcript.text, parts.wake_phrases)
+            log.debug("heard over her voice: %s", text)
+            ringing = self.announcer is not None and bool(self.announcer.ringing)
+            if heard_stop(text, her_words, ringing=ringing):
+                if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
+                    self.counters.self_stops_suppressed += 1
+                    log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)",
+                             near, far)
+                else:
+                    self._stop_heard()
+                    return
+        waiting, self._stop_next = self._stop_next, None
+        if waiting is not None and waiting[1] == self._spot_epoch:
+            self._check_stop_soon(waiting[0])
+
+    def _stop_heard(self) -> None:
+        """The person said "stop": silence the reply or the ringing, start no turn, ask nothing."""
+        self.counters.stops += 1
+        state = self.state
+        log.info("heard \"stop\" while %s: silenced", state)
+        if self.announcer is not None:
+            self.announcer.stop()
+        self._spot_epoch += 1
+        self._stop_next = None
+        if state in (d.SPEAKING, d.ANNOUNCING):
+            self._handle(d.StopHeard(at=self._clock()))
 
     # -- the end of the turn, and a reply started before it ----------------------------------
 
@@ -723,6 +831,12 @@ def _chime(sample_rate: int) -> AudioClip:
 
 #: frames a wake phrase spans, over which the barge-in decision compares levels
 _WAKE_WINDOW_FRAMES = 12
+#: the audio kept while spotting "stop": the longest candidate, its joined gaps and a lead
+_SPOT_FRAMES = 40
+#: frames before a candidate's first speech given to Whisper with it
+_SPOT_LEAD_FRAMES = 3
+#: how far back her own words count as what a "stop" heard could be an echo of
+_HER_WORDS_SECONDS = 3.0
 
 
 def _pre_roll_frames(pre_roll_ms: int) -> int:

@@ -6,6 +6,7 @@ started before the turn was confirmed over, is dropped unheard if the person goe
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import re
 import time
@@ -65,6 +66,8 @@ class SpeechSink:
         self._clips: asyncio.Queue[tuple[AudioClip, str | None] | None] = asyncio.Queue()
         self._heard: list[str] = []  # the current reply's sentences heard to their end
         self._playing: tuple[str, float, float] | None = None  # text, when handed over, seconds
+        #: the last sentences handed to the speaker, with when each ends: what she said lately
+        self._spoken: collections.deque[tuple[str, float]] = collections.deque(maxlen=4)
         self._cut: str | None = None  # what had been heard when the last reply was stopped
         self._tasks: list[asyncio.Task] = []
         self._first_in_reply = True
@@ -137,6 +140,12 @@ class SpeechSink:
                 parts.append(" ".join(words[:count]) + " …")
         return " ".join(parts)
 
+    def recent_text(self, seconds: float) -> str:
+        """The sentences heard (or playing) in the last `seconds`, across replies and
+        announcements: what she could have been heard saying."""
+        since = self._monotonic() - seconds
+        return " ".join(text for text, end in self._spoken if end >= since)
+
     @property
     def held(self) -> bool:
         """True while a reply is held back."""
@@ -207,6 +216,7 @@ class SpeechSink:
             handed_over = self._monotonic()
             if text is not None:
                 self._playing = (text, handed_over, clip.duration)
+                self._spoken.append((text, handed_over + clip.duration))
             try:
                 whole = await self._player.play(clip)
             except Exception as exc:

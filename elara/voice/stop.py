@@ -1,0 +1,91 @@
+"""Hearing "stop" while Elara speaks, without the wake word.
+
+While she speaks (a reply, a ringing timer) with her own echo cancelled, the voice-activity scores
+of the cleaned microphone go to `StopSpotter`: a short stretch of speech — a word or a few — is
+offered as a `StopCandidate` at its first silent frame, so the check starts at once. The loop
+transcribes the candidate and `heard_stop` decides from the words, and from what she was saying
+then, whether the person told her to stop. Both are pure: no audio, no clock, no model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from elara import intents
+
+#: The shortest speech that may be a command (a click or a breath is shorter), in ms.
+MIN_SPEECH_MS = 160
+#: The longest: "stop the timer please" fits, a sentence said over her does not.
+MAX_SPEECH_MS = 2_000
+#: A gap this short inside the words keeps them one utterance ("never … mind").
+JOIN_GAP_MS = 400
+
+
+@dataclass(frozen=True)
+class StopCandidate:
+    """A short utterance heard while Elara spoke: its span, in seconds of the spotter's stream."""
+
+    start: float
+    end: float
+
+
+class StopSpotter:
+    """Finds short utterances in a stream of per-frame speech decisions (pure)."""
+
+    def __init__(self, *, min_speech_ms: int = MIN_SPEECH_MS, max_speech_ms: int = MAX_SPEECH_MS,
+                 join_gap_ms: int = JOIN_GAP_MS) -> None:
+        self.min_speech = min_speech_ms / 1000
+        self.max_speech = max_speech_ms / 1000
+        self.join_gap = join_gap_ms / 1000
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over at stream time 0 (a new reply or announcement)."""
+        self.now = 0.0
+        self._start: float | None = None  # the utterance's first speech frame
+        self._end = 0.0  # the end of its last speech frame
+        self._speech = 0.0  # seconds of speech in it
+        self._offered = False  # offered since its last speech frame
+        self._too_long = False
+
+    def feed(self, seconds: float, is_speech: bool) -> StopCandidate | None:
+        """One frame of `seconds`; a candidate at the first silent frame after short speech."""
+        begin, self.now = self.now, self.now + seconds
+        if is_speech:
+            if self._start is None:
+                self._start = begin
+            self._end, self._speech, self._offered = self.now, self._speech + seconds, False
+            self._too_long = self._too_long or self.now - self._start > self.max_speech + 1e-9
+            return None
+        if self._start is None:
+            return None
+        if self.now - self._end > self.join_gap:
+            self._start, self._speech, self._too_long = None, 0.0, False
+            return None
+        if self._offered or self._too_long or self._speech < self.min_speech:
+            return None
+        self._offered = True
+        return StopCandidate(self._start, self._end)
+
+
+def heard_stop(text: str, her_words: str = "", *, ringing: bool = False) -> bool:
+    """Did the person say stop? `text` is what was heard; `her_words` what Elara was saying at the
+    time: words she said herself (her "stop" heard back) never count. While a timer rings, "stop
+    the timer" and "cancel the timer" count too."""
+    said = intents.words(text)
+    if not said or set(said) <= set(intents.words(her_words)):
+        return False
+    # Whisper tends to repeat a word heard alone ("Never mind. Never mind. Never"): the first
+    # sentence is what was said.
+    first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+    return any(_means_stop(intents.match(words), ringing) for words in (text, first))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _means_stop(intent: intents.Intent | None, ringing: bool) -> bool:
+    if isinstance(intent, intents.Stop):
+        return True
+    return ringing and isinstance(intent, intents.CancelTimer) and intent.name is None
