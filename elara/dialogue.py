@@ -156,11 +156,13 @@ class ReplyStarted(DialogueEvent):
 @dataclass(frozen=True)
 class ReplyFinished(DialogueEvent):
     """The turn's reply is over: all of it was spoken (or there was nothing to say).
-    `expects_answer`: the reply asked the user a question."""
+    `expects_answer`: the reply asked the user a question; `quiet`: the person asked for quiet
+    ("stop"), so no follow-up window opens."""
 
     trigger: ClassVar[str] = "reply_finished"
     at: float
     expects_answer: bool = False
+    quiet: bool = False
 
 
 @dataclass(frozen=True)
@@ -511,10 +513,11 @@ class Dialogue:
     def _barge_in_enabled(self, data: EventData) -> bool:
         return self.barge_in
 
-    @_guard("a question was asked, or continued mode and follow_up_seconds > 0")
+    @_guard("not asked for quiet, and a question was asked or continued mode and follow_up_seconds > 0")
     def _follows_up(self, data: EventData) -> bool:
-        return (self._event(data).expects_answer
-                or (self.mode == "continued" and self.follow_up_seconds > 0))
+        event = self._event(data)
+        return not event.quiet and (event.expects_answer
+                                    or (self.mode == "continued" and self.follow_up_seconds > 0))
 
     @_guard("text not blank")
     def _has_text(self, data: EventData) -> bool:

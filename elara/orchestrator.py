@@ -93,6 +93,7 @@ class TurnResult:
     timings: TurnTimings
     intent: str | None = None  # a local command answered it (no model request)
     expects_answer: bool = False  # the reply asked a question
+    quiet: bool = False  # the person asked for quiet ("stop"): no conversation follows
 
     @property
     def ok(self) -> bool:
@@ -281,6 +282,9 @@ class Orchestrator:
                 error = await self._act(local)
             first = await self._say_all(reply if error is None else error.apology or "")
             if commit is not None:
+                if first is None and isinstance(self.sink, HeardSink):
+                    # Nothing to say ("stop"): the turn need not wait for audio that never comes.
+                    await self.sink.finish()
                 await commit.wait()
                 error = await self._act(local)
                 if error is not None:
@@ -299,7 +303,7 @@ class Orchestrator:
                           error=error, user_stored=user_stored, assistant_stored=assistant_stored,
                           timings=TurnTimings(prompt_built=None, first_token=said, first_sentence=said,
                                               total=self._monotonic() - started),
-                          intent=local.intent, expects_answer=local.expects_answer)
+                          intent=local.intent, expects_answer=local.expects_answer, quiet=not local.store)
 
     async def _act(self, local: LocalReply) -> CommandError | None:
         if local.act is None:

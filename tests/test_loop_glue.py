@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from elara import dialogue as d
+from elara import intents
 from elara.announcements import RETRY_SECONDS, RING_GAP_SECONDS, Announcement, Announcer
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip, AudioFrame
 from elara.audio.reference import PlaybackHistory
@@ -647,7 +648,9 @@ def test_a_held_reply_is_synthesized_but_not_played_until_released():
         await sink.say("Dropped unheard.")
         await sink.stop()
         assert len(player.played) == 1 and not sink.held  # stop() drops the held audio
-        waiter = asyncio.create_task(sink.audio_ready())  # nothing said: waits …
+        await asyncio.wait_for(sink.audio_ready(), 1)  # no reply under way: nothing to wait for
+        sink.hold()
+        waiter = asyncio.create_task(sink.audio_ready())  # a held reply, nothing said yet: waits …
         await asyncio.sleep(0.01)
         assert not waiter.done()
         await sink.stop()  # … until this reply is stopped
@@ -976,4 +979,23 @@ def test_stop_between_two_rings_ends_the_ringing_without_the_wake_word():
     assert events == [("heard", "Your tea timer is done."), ("stopped", "Your tea timer is done.")]
     assert rig.synthesizer.said == ["Your tea timer is done."]
     assert rig.loop.counters.stops == 1 and rig.loop.counters.wakes == 0
+    assert rig.model.questions == [] and rig.store.messages == []
+
+
+def test_the_wake_word_then_stop_ends_the_turn_at_once_and_opens_no_follow_up(tmp_path):
+    rig = make_rig(judge=True, speculate=True)  # continued mode: a reply would open the window
+    orchestrator = rig.loop.parts.orchestrator
+    assert isinstance(orchestrator, Orchestrator)
+    orchestrator.commands = LocalCommands(TimerBook(ConversationStore(tmp_path, "k")), max_seconds=86400)
+    rig.loop.parts = replace(rig.loop.parts, is_command=lambda text: intents.match(text) is not None)
+
+    async def scenario():
+        await run_loop(rig, quiet(0.3) + [WAKE] + say(STOP, 0.5) + quiet(2.5))
+
+    asyncio.run(scenario())
+    timings = rig.loop.last_timings
+    # Judged finished after 250 ms; a reply with nothing to say has no audio to wait for.
+    assert timings["speech_end_to_turn_end"] is not None and timings["speech_end_to_turn_end"] < 0.5, timings
+    assert timings["speech_end_to_first_audio"] is None
+    assert rig.loop.state == d.IDLE and d.FOLLOW_UP not in rig.states
     assert rig.model.questions == [] and rig.store.messages == []

@@ -505,9 +505,10 @@ class VoiceLoop:
             transcript = None
         if epoch != self._spot_epoch:
             return  # she fell silent, or a turn began, while Whisper worked
+        if transcript is not None:
+            log.debug("heard over her voice: %r (no speech %.2f)", transcript.text, transcript.no_speech_prob)
         if transcript is not None and parts.phantom_reason(transcript) is None:
             text = strip_wake_phrase(transcript.text, parts.wake_phrases)
-            log.debug("heard over her voice: %s", text)
             ringing = self.announcer is not None and bool(self.announcer.ringing)
             if heard_stop(text, her_words, ringing=ringing):
                 if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
@@ -784,14 +785,17 @@ class VoiceLoop:
             self.counters.model_errors += 1
         self._turn.first_token = (started + result.timings.first_token
                                   if result.timings.first_token is not None else None)
-        self._turn.first_audio = speech.first_audio_at
+        # A reply with nothing to say ("stop") leaves the sink's first audio of an earlier one.
+        first_audio = speech.first_audio_at
+        self._turn.first_audio = first_audio if first_audio is not None and first_audio >= started else None
         self._turn.done = self._clock()
         self._log_timings()
         if speech.failure is not None:
             log.error("the reply could not be played: %s", speech.failure)
             self._fail(turn, "playback")
             return
-        self._handle(d.ReplyFinished(at=self._clock(), turn=turn, expects_answer=result.expects_answer))
+        self._handle(d.ReplyFinished(at=self._clock(), turn=turn, expects_answer=result.expects_answer,
+                                     quiet=result.quiet))
 
     def _fail(self, turn: int, reason: str) -> None:
         self.counters.failed_turns += 1

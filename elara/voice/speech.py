@@ -122,6 +122,8 @@ class SpeechSink:
     async def audio_ready(self) -> None:
         """Return once the current reply's first audio is synthesized (or the reply was stopped
         or ended without any)."""
+        if not self._tasks and not self.held:
+            return  # no reply under way (it may have ended with nothing to say): nothing to wait for
         await self._audio_ready.wait()
 
     def heard_text(self) -> str:
