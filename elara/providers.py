@@ -116,7 +116,8 @@ class AutoLanguageModel:
         """Choose: Ollama if it answers in time with the model, else the built-in model (loaded
         now); raises only when the built-in model can't be loaded either."""
         try:
-            info = await asyncio.wait_for(self._ollama.check(), self._check_seconds)
+            async with asyncio.timeout(self._check_seconds):
+                info = await self._ollama.check()
         except (LanguageModelError, TimeoutError) as exc:
             await self._fall_back(_why(exc, self._ollama.host, self._check_seconds))
             return await self._current.check()
@@ -129,7 +130,8 @@ class AutoLanguageModel:
         while True:
             await asyncio.sleep(self._check_interval)
             try:
-                await asyncio.wait_for(self._ollama.check(), self._check_seconds)
+                async with asyncio.timeout(self._check_seconds):
+                    await self._ollama.check()
             except (LanguageModelError, TimeoutError) as exc:
                 if self._current is self._ollama:
                     await self._fall_back(_why(exc, self._ollama.host, self._check_seconds))

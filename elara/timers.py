@@ -264,7 +264,8 @@ class Timekeeper:
                         if t.state == PENDING and t.id not in self._handed]
             wait = min([self._poll, *upcoming])
             try:
-                await asyncio.wait_for(self._changed.wait(), max(wait, 0.0))
+                async with asyncio.timeout(max(wait, 0.0)):
+                    await self._changed.wait()
             except TimeoutError:
                 pass
 

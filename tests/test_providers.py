@@ -4,6 +4,7 @@ stopped mid-test, with every turn stored."""
 
 import asyncio
 import logging
+import random
 
 import pytest
 from ollama_server import closed_port
@@ -153,3 +154,27 @@ def test_ollama_only_and_embedded_only(tmp_path, embedded_model):
                            LanguageModel__EmbeddedModel=str(tmp_path / "nope.gguf"))
     with pytest.raises(ConfigError, match="LanguageModel.EmbeddedModel"):
         wiring.make_language_model(missing)
+
+
+def test_cancelling_the_watch_always_ends_it(ollama_server, tmp_path):
+    """The daemon stops the watch by cancelling it, at whatever moment a check is in. A cancel
+    that lands as a check completes once went unnoticed (Python 3.11's asyncio.wait_for returns
+    the finished result instead) and the watch ran on forever: shutdown, and this suite, hung."""
+    settings = settings_for(ollama_server.url, tmp_path)
+    llm = AutoLanguageModel(wiring.make_ollama(settings), lambda: None,  # type: ignore[arg-type,return-value]
+                            ollama_hint="start Ollama", check_interval=0.0005, check_seconds=2)
+    rng = random.Random(3)
+
+    async def scenario():
+        try:
+            for _ in range(150):
+                watcher = asyncio.create_task(llm.watch())
+                await asyncio.sleep(rng.uniform(0.0, 0.01))
+                watcher.cancel()
+                done, _ = await asyncio.wait([watcher], timeout=2)
+                assert done, "the watch went on after it was cancelled"
+        finally:
+            await llm._ollama.aclose()
+
+    asyncio.run(scenario())
+    assert len(ollama_server.bodies("/api/show")) > 150  # checks were in flight as it was cancelled

@@ -263,7 +263,8 @@ class Microphone:
         while self._running:
             self._wake_supervisor.clear()
             try:
-                await asyncio.wait_for(self._wake_supervisor.wait(), timeout=0.5)
+                async with asyncio.timeout(0.5):
+                    await self._wake_supervisor.wait()
             except TimeoutError:
                 pass
             if not self._running:
@@ -285,7 +286,8 @@ class Microphone:
         delay = self.retry_initial_seconds
         while self._running:
             try:
-                await asyncio.wait_for(self._wake_supervisor.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await self._wake_supervisor.wait()
             except TimeoutError:
                 pass
             self._wake_supervisor.clear()

@@ -222,7 +222,8 @@ class Speaker:
         """Wait until the callback fed the whole job, then until the device has played it."""
         budget = seconds + out.latency + self.stall_slack_seconds + self._queued_seconds(out, job)
         try:
-            end = await asyncio.wait_for(asyncio.shield(job.fed), budget)
+            async with asyncio.timeout(budget):
+                end = await asyncio.shield(job.fed)
         except asyncio.CancelledError:
             if job.played.done():  # stop() cut it
                 return job.played.result()
@@ -256,7 +257,8 @@ class Speaker:
             out = await asyncio.shield(opening)
         except asyncio.CancelledError:
             try:
-                self._out = await asyncio.wait_for(opening, 10)
+                async with asyncio.timeout(10):
+                    self._out = await opening
                 self._schedule_idle_close()
             except Exception:
                 pass

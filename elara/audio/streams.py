@@ -143,7 +143,8 @@ async def close_stream(stream: Any, owner: str, timeout: float = 5.0) -> None:
 
     try:
         # shielded: a cancelled caller must not leave the device half closed
-        await asyncio.wait_for(asyncio.shield(asyncio.to_thread(close)), timeout)
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(asyncio.to_thread(close))
     except TimeoutError:
         log.warning("%s: closing the stream took over %g s; left behind", owner, timeout)
     except Exception as e:

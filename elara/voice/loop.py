@@ -289,7 +289,8 @@ class VoiceLoop:
         while self._work is not None and not self._work.done():
             work = self._work
             try:
-                await asyncio.wait_for(asyncio.shield(work), deadline - asyncio.get_running_loop().time())
+                async with asyncio.timeout_at(deadline):
+                    await asyncio.shield(work)
             except (TimeoutError, asyncio.CancelledError):
                 work.cancel()
                 await asyncio.gather(work, return_exceptions=True)
