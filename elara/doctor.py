@@ -274,15 +274,19 @@ def check_listening(settings: Settings) -> Check:
                f"beam {transcriber.beam_size}; ")
     audio = settings.audio
     if audio.echo_cancellation:
-        from elara.voice.echo import webrtc_canceller
+        from elara.voice.echo import make_canceller
 
         try:
-            webrtc_canceller()
+            make_canceller(audio.echo_canceller)
         except (ImportError, OSError) as exc:
-            return failed(LISTENING, f"echo cancellation is on but the WebRTC canceller does not load: {exc}",
-                          "run scripts/setup (it installs pywebrtc-audio), or set "
-                          "Audio.EchoCancellation to false")
-        detail += "echo cancellation WebRTC AEC3"
+            package = "libspeexdsp1" if audio.echo_canceller == "speex" else "pywebrtc-audio"
+            return failed(LISTENING, f"echo cancellation is on but the {audio.echo_canceller} canceller "
+                          f"(Audio.EchoCanceller) does not load: {exc}",
+                          f"run scripts/setup (it installs {package}), set Audio.EchoCanceller to the "
+                          "other one, or set Audio.EchoCancellation to false")
+        detail += f"echo cancellation {audio.echo_canceller}"
+        if audio.stop_without_wake_word:
+            detail += ", \"stop\" heard without the wake word"
     else:
         detail += "echo cancellation off (Audio.EchoCancellation): the wake word is muted while Elara speaks"
     barge_in = audio.echo_cancellation if audio.barge_in is None else audio.barge_in

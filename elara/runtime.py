@@ -31,7 +31,7 @@ from elara.memory.manager import Memory
 from elara.providers import Provider, describe
 from elara.settings import Settings
 from elara.timers import TimerBook
-from elara.voice.echo import EchoFilter, webrtc_canceller
+from elara.voice.echo import EchoFilter, make_canceller
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_synthesizer, load_transcriber, load_wake
 from elara.voice.loop import VoiceParts
@@ -56,10 +56,10 @@ SOURCES: dict[str, Callable[[Settings], object]] = {
                               s.speech_to_text.no_speech_threshold),
     "synthesizer": lambda s: (s.text_to_speech.voice, s.text_to_speech.length_scale),
     "microphone": lambda s: s.audio.input_device,
-    "speaker": lambda s: (s.audio.output_device, s.audio.output_latency_ms),
+    "speaker": lambda s: (s.audio.output_device, s.audio.output_latency_ms, s.audio.echo_cancellation),
     # the canceller has learnt the room between this microphone and this speaker
     "echo": lambda s: (s.audio.input_device, s.audio.output_device, s.audio.output_latency_ms,
-                       s.audio.echo_cancellation),
+                       s.audio.echo_cancellation, s.audio.echo_canceller),
 }
 
 #: Settings a running daemon can't change: they name the history it has open.
@@ -117,7 +117,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             opened.append(microphone.stop)
         speaker = reused("speaker") or Speaker(settings.audio.output_device,
                                                   latency=settings.audio.output_latency_ms / 1000,
-                                                  history=PlaybackHistory())
+                                                  history=PlaybackHistory(),
+                                                  keep_open=settings.audio.echo_cancellation)
         llm = reused("llm")
         if llm is None:
             llm = await asyncio.to_thread(wiring.make_language_model, settings)
@@ -144,7 +145,7 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
     vad = reused("vad") or create_vad(settings.listening.vad)
     echo = reused("echo") if settings.audio.echo_cancellation else None
     if echo is None and settings.audio.echo_cancellation:
-        echo = make_echo_filter(speaker)
+        echo = make_echo_filter(speaker, settings.audio.echo_canceller)
     monitor = wiring.make_monitor(settings)
     speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
                         monotonic=clock)
@@ -203,17 +204,19 @@ def transcript_confirmer(transcriber: Transcriber) -> Callable[[np.ndarray, str]
     return confirm
 
 
-def make_echo_filter(speaker: Speaker) -> EchoFilter | None:
+def make_echo_filter(speaker: Speaker, kind: str = "speex") -> EchoFilter | None:
     """Echo cancellation over what `speaker` plays, or None (logged) when the canceller can't
     load: Elara then mutes the wake word while she speaks, as without it."""
     if speaker.history is None:
         return None
     try:
-        canceller = webrtc_canceller()
+        canceller = make_canceller(kind)
     except (ImportError, OSError) as exc:
-        log.warning("echo cancellation is off: the WebRTC canceller did not load (%s); Elara mutes "
-                    "the wake word while she speaks. Fix: .venv/bin/pip install pywebrtc-audio==0.2.0 "
-                    "(scripts/setup does), or set Audio.EchoCancellation to false", exc)
+        fix = ("apt-get install libspeexdsp1" if kind == "speex"
+               else ".venv/bin/pip install pywebrtc-audio==0.2.0")
+        log.warning("echo cancellation is off: the %s canceller (Audio.EchoCanceller) did not load (%s); "
+                    "Elara mutes the wake word while she speaks. Fix: %s (scripts/setup does), or set "
+                    "Audio.EchoCancellation to false", kind, exc, fix)
         return None
     return EchoFilter(canceller, speaker.history)
 

@@ -149,9 +149,11 @@ class AudioSettings:
     output_device: int | str | None = setting("OutputDevice")
     output_latency_ms: int = setting("OutputLatencyMs", min=10, max=1_000)
     speaker_tail_ms: int = setting("SpeakerTailMs", min=0, max=10_000)
-    # WebRTC AEC3 on the microphone, with what Elara plays as the reference; off: she mutes the
-    # wake word while she speaks
+    # her own voice taken out of the microphone, with what she plays as the reference; off: she
+    # mutes the wake word while she speaks
     echo_cancellation: bool = setting("EchoCancellation")
+    # which canceller: speexdsp's (keeps a person talking over her) or WebRTC's AEC3
+    echo_canceller: str = setting("EchoCanceller", choices=("speex", "webrtc"))
     # the wake word over a reply stops it; null: exactly when echo cancellation is on
     barge_in: bool | None = setting("BargeIn")
     # "stop" without the wake word silences a reply (needs echo cancellation) or a ringing timer

@@ -450,6 +450,39 @@ def test_speaker_stop_cuts_playback_and_the_pending_play_returns(sound_card):
     assert find_exact(recorded, long_clip[-16_000:]) is None  # the last second never played
 
 
+def test_a_paused_speaker_holds_its_place_and_one_kept_open_stays_open(sound_card):
+    """Echo cancellation keeps the speaker open (one timeline for the reference); a pause (she
+    checks whether she was told to stop) is silence, and the clip goes on where it was."""
+    clip = noise(2.0, seed=9)
+
+    async def main():
+        speaker = Speaker(None, idle_close_seconds=0.2, keep_open=True)
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        task = asyncio.create_task(speaker.play(AudioClip(clip, SAMPLE_RATE)))
+        deadline = time.monotonic() + 5
+        while not (speaker.speaking and speaker.is_open) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        speaker.pause()
+        await asyncio.sleep(0.6)
+        speaker.resume()
+        played = await asyncio.wait_for(task, 5)
+        await asyncio.sleep(0.5)  # past idle_close_seconds
+        still_open = speaker.is_open
+        await speaker.stop()
+        after_stop = speaker.is_open
+        await speaker.close()
+        return played, still_open, after_stop, await asyncio.to_thread(rec.samples)
+
+    played, still_open, after_stop, recorded = run(main())
+    assert played and still_open and after_stop
+    start, end = find_exact(recorded, clip[:4000]), find_exact(recorded, clip[-8000:])
+    assert start is not None and end is not None, match_report(recorded, clip)
+    # every sample played, in order, with the pause as a silent gap of about 0.6 s inside
+    gap = (end + 8000 - start - len(clip)) / SAMPLE_RATE
+    assert 0.4 < gap < 0.9, gap
+
+
 def test_speaker_reopens_for_another_rate_and_closes_when_idle(sound_card, speech):
     raw, clip16 = speech  # 22 050 Hz espeak output, and 16 kHz
 

@@ -447,7 +447,7 @@ def test_from_settings() -> None:
                                   uncertain_pause_ms=1300,
                                   speculative_reply=True)
     audio = AudioSettings(input_device=None, output_device=None, output_latency_ms=100,
-                          speaker_tail_ms=300, echo_cancellation=False, barge_in=True,
+                          speaker_tail_ms=300, echo_cancellation=False, echo_canceller="speex", barge_in=True,
                           stop_without_wake_word=True)
     d = Dialogue.from_settings(listening, audio)
     assert (d.mode, d.follow_up_seconds, d.barge_in) == ("continued", 4.0, True)

@@ -2,10 +2,11 @@
 
 One callback stream stays open while clips keep coming (silence fills the gaps, so the sentences
 of one reply follow each other without reopening the device) and closes after `idle_close_seconds`
-without audio. The callback feeds queued clips in order and, when a clip's last sample goes out,
-reports when the device will have played it (the callback's output DAC time), so `play()` returns
-when the clip was heard, not when it was handed over. Opening, closing and aborting streams run in
-worker threads, never on the event loop thread.
+without audio — or, with `keep_open` (echo cancellation on), stays open for good. The callback
+feeds queued clips in order and, when a clip's last sample goes out, reports when the device will
+have played it (the callback's output DAC time), so `play()` returns when the clip was heard, not
+when it was handed over. Opening, closing and aborting streams run in worker threads, never on
+the event loop thread.
 """
 
 from __future__ import annotations
@@ -82,10 +83,17 @@ class Speaker:
     def __init__(self, device: int | str | None = None, *, idle_close_seconds: float = 0.5,
                  block_seconds: float = 0.02, latency: float | str = 0.1,
                  close_margin_seconds: float = 0.05, stall_slack_seconds: float = 3.0,
-                 history: PlaybackHistory | None = None) -> None:
+                 history: PlaybackHistory | None = None, keep_open: bool = False) -> None:
         self._spec = device
         #: every block played, by when it was heard (the echo canceller's far-end reference)
         self.history = history
+        #: once open, the stream stays open (silence between clips, and `stop()` only drops what
+        #: is queued): the echo canceller's reference then keeps one timeline, where every new
+        #: stream's first time stamp would move it by milliseconds and make the canceller relearn
+        self.keep_open = keep_open
+        #: while True the callback plays silence and holds its place in the queue (read by the
+        #: audio thread: a plain bool, set and cleared by `pause` and `resume`)
+        self.paused = False
         self.device: DeviceInfo = find_device(device, "output")
         self.idle_close_seconds = idle_close_seconds
         self.block_seconds = block_seconds
@@ -182,10 +190,20 @@ class Speaker:
         if not self._waiting:
             self._schedule_idle_close(hold_seconds)
 
+    def pause(self) -> None:
+        """Hold playback where it is (silence from the next block on) until `resume`."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Go on from where `pause` held it."""
+        self.paused = False
+
     async def stop(self) -> None:
         """Cut playback at once (barge-in, shutdown): queued clips are dropped, pending `play()`
-        calls return False, and the stream is aborted and closed."""
+        calls return False, and the stream is aborted and closed — or, with `keep_open`, left
+        playing silence."""
         self._epoch += 1
+        self.paused = False
         self._cancel_idle_close()
         out = self._out
         if out is not None:
@@ -199,6 +217,8 @@ class Speaker:
         now = time.monotonic()
         if self.last_audio_end > now:
             self.last_audio_end = now
+        if self.keep_open and out is not None and not out.dead:
+            return  # silence from the next block on; the device's own buffer plays out
         async with self._lock():
             if self._out is not None:
                 await self._close_output(abort=True)
@@ -312,7 +332,7 @@ class Speaker:
             filled = 0
             finished = []
             with out.lock:
-                while filled < frames and out.jobs:
+                while filled < frames and out.jobs and not self.paused:
                     job = out.jobs[0]
                     n = min(frames - filled, len(job.samples) - job.pos)
                     outdata[filled:filled + n, 0] = job.samples[job.pos:job.pos + n]
@@ -383,7 +403,7 @@ class Speaker:
         log.debug("speaker: output stream closed%s", " (cut)" if abort else "")
 
     def _schedule_idle_close(self, delay: float | None = None) -> None:
-        if self._waiting or self._out is None:
+        if self._waiting or self._out is None or self.keep_open:
             return
         self._cancel_idle_close()
         self._idle_handle = asyncio.get_running_loop().call_later(

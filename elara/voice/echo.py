@@ -3,18 +3,30 @@ far-end reference.
 
 The speaker records every block it plays by when it is heard (`PlaybackHistory`); for each
 80 ms microphone frame, `EchoFilter` reads back what was playing while that frame was captured
-and hands both to WebRTC's AEC3 (pywebrtc-audio), which aligns the two itself within a few
-hundred milliseconds; a GCC-PHAT estimate of the delay (`estimate_delay`) is measured as she
-speaks and given to it as a hint, and shown in `elara status`. Frames captured while nothing has
-played for `tail_seconds` pass through untouched (no CPU spent).
+and hands both to the canceller. Two cancellers sit behind one Protocol (`Audio.EchoCanceller`):
+speexdsp's MDF filter with its residual-echo suppressor (`speex`, the default), through ctypes on
+Debian's libspeexdsp1, and WebRTC's AEC3 (`webrtc`, pywebrtc-audio). Measured by
+`scripts/bench_echo.py`: both take her echo down by 30–50 dB, but AEC3 also crushes a person
+talking over her (one "stop" in six heard through it, against five in six through speex), and
+hearing the person over her is what echo cancellation is for here.
 
-`is_barge_in` is the pure decision whether a wake word heard while Elara speaks is the user: the
-cleaned microphone must be louder than what could be left of her own voice.
+An adaptive filter learns the echo at one delay behind its reference, but the time stamps that
+line the two up move by ten or twenty milliseconds each time the output stream opens. So the
+echo's delay is measured as she speaks (GCC-PHAT, `estimate_delay`, every second of her voice),
+and the reference is shifted to keep the echo at the delay the filter learnt it at (within
+`TARGET_LAG_SECONDS`); the microphone's frames, stamped by jittery callbacks, are read as one
+continuous stream. The delay is shown in `elara status`. Frames captured while nothing has
+played for `tail_seconds` pass through untouched.
+
+`is_barge_in` is the pure decision whether a wake word (or a "stop") heard while Elara speaks is
+the user: the cleaned microphone must be louder than what could be left of her own voice.
 """
 
 from __future__ import annotations
 
 import collections
+import ctypes
+import ctypes.util
 import logging
 import math
 import threading
@@ -30,9 +42,19 @@ log = logging.getLogger(__name__)
 
 #: far-end level (RMS of int16) below which a frame counts as Elara being silent
 FAR_ACTIVE_RMS = 100.0
+#: the delay behind its reference the filter is kept learning the echo at (the first one measured,
+#: held inside these bounds so it stays inside the filter and never goes negative)
+TARGET_LAG_SECONDS = (0.02, 0.12)
+#: a change of the measured delay smaller than this is noise, not a new alignment
+REALIGN_SECONDS = 0.002
+#: how far a frame's stamp may stray from where the reference goes on before it is followed
+RESYNC_SECONDS = 0.03
 #: how far the cleaned microphone must rise above the echo left after cancellation, in dB, for a
 #: wake word heard while she speaks to count as the user's
 BARGE_IN_MARGIN_DB = 6.0
+#: the same for a frame to count as someone speaking over her (the start of a possible "stop"):
+#: what is left of her voice comes and goes around its average, so a frame needs more
+SPEECH_OVER_HER_MARGIN_DB = 12.0
 
 
 class Canceller(Protocol):
@@ -47,12 +69,158 @@ class Canceller(Protocol):
         """Forget the room (a new device)."""
 
 
+#: `Audio.EchoCanceller` values
+CANCELLERS = ("speex", "webrtc")
+#: speexdsp's filter counts as having learnt the room once it takes this much of her echo away
+LEARNT_ERLE_DB = 20.0
+
+
+def make_canceller(kind: str = "speex") -> Canceller:
+    """The canceller `Audio.EchoCanceller` names; ImportError or OSError when it can't load.
+    "speex" starts on WebRTC's AEC3 while it learns the room, when pywebrtc-audio is there."""
+    if kind == "speex":
+        speex = SpeexCanceller()
+        try:
+            return LearningCanceller(webrtc_canceller(), speex)
+        except (ImportError, OSError) as exc:
+            log.info("echo cancellation: speexdsp alone (WebRTC's AEC3 for its first seconds did not "
+                     "load: %s)", exc)
+            return speex
+    if kind == "webrtc":
+        return webrtc_canceller()
+    raise ValueError(f"Audio.EchoCanceller: unknown canceller {kind!r} ({' or '.join(CANCELLERS)})")
+
+
+class LearningCanceller:
+    """speexdsp's canceller, with WebRTC's AEC3 standing in while it learns the room.
+
+    AEC3 takes her echo away within half a second but also most of a person talking over her;
+    speexdsp's adaptive filter lets the person through but needs two to five seconds of her
+    voice to learn the room. Both run on every frame; the output is AEC3's until speexdsp has
+    taken `LEARNT_ERLE_DB` away over a stretch of her voice, and speexdsp's from then on (again
+    AEC3's after `reset`, a new device)."""
+
+    def __init__(self, first: Canceller, learner: Canceller) -> None:
+        self.first, self.learner = first, learner
+        self.learnt = False
+        self._erle_db = 0.0
+        self._frames = 0
+        self._stream_delay_ms = 0
+
+    @property
+    def stream_delay_ms(self) -> int:
+        """The echo's delay behind the reference, as the EchoFilter keeps it (a hint to AEC3)."""
+        return self._stream_delay_ms
+
+    @stream_delay_ms.setter
+    def stream_delay_ms(self, value: int) -> None:
+        self._stream_delay_ms = self.first.stream_delay_ms = self.learner.stream_delay_ms = value
+
+    def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        """AEC3's output until speexdsp has learnt the room, then speexdsp's."""
+        learnt = self.learner.process(near, far)
+        if self.learnt:
+            return learnt
+        quick = self.first.process(near, far)
+        if _rms(far) >= FAR_ACTIVE_RMS:
+            erle = 10 * math.log10((_rms(near) ** 2 + 1) / (_rms(learnt) ** 2 + 1))
+            self._erle_db += 0.1 * (erle - self._erle_db)  # ≈ 0.8 s of her voice
+            self._frames += 1
+            if self._frames % 25 == 0:
+                log.debug("echo cancellation: speexdsp learning, %.1f dB", self._erle_db)
+            if self._erle_db >= LEARNT_ERLE_DB:
+                self.learnt = True
+                log.info("echo cancellation: speexdsp has learnt the room (%.0f dB)", self._erle_db)
+        return quick
+
+    def reset(self) -> None:
+        """Forget the room: AEC3 again until speexdsp has relearnt it."""
+        self.first.reset()
+        self.learner.reset()
+        self.learnt, self._erle_db = False, 0.0
+
+
 def webrtc_canceller(stream_delay_ms: int = 0) -> Canceller:
     """WebRTC's AEC3 (with its high-pass filter), from pywebrtc-audio."""
     from pywebrtc_audio import AudioProcessor
 
     return AudioProcessor(sample_rate=SAMPLE_RATE, num_channels=1, echo_cancellation=True,
                           stream_delay_ms=stream_delay_ms)
+
+
+class SpeexCanceller:
+    """speexdsp's echo canceller (the MDF adaptive filter) and its residual-echo suppressor, on
+    10 ms steps, through ctypes on libspeexdsp (Debian's libspeexdsp1, which PulseAudio needs too).
+
+    The filter covers `tail_ms` of echo after the reference's delay (the EchoFilter keeps that
+    delay steady). Not thread-safe (the EchoFilter locks it)."""
+
+    STEP = 160  # 10 ms at 16 kHz
+    _ECHO_SET_SAMPLING_RATE = 24  # speex_echo.h
+    _PREPROCESS_SET_DENOISE = 0  # speex_preprocess.h
+    _PREPROCESS_SET_ECHO_STATE = 24
+
+    def __init__(self, tail_ms: int = 200) -> None:
+        name = ctypes.util.find_library("speexdsp") or "libspeexdsp.so.1"
+        lib = ctypes.CDLL(name)  # OSError when missing: the caller falls back and says so
+        lib.speex_echo_state_init.restype = ctypes.c_void_p
+        lib.speex_echo_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
+        lib.speex_preprocess_state_init.restype = ctypes.c_void_p
+        lib.speex_preprocess_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
+        samples = ctypes.POINTER(ctypes.c_int16)
+        lib.speex_echo_cancellation.argtypes = [ctypes.c_void_p, samples, samples, samples]
+        lib.speex_echo_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        lib.speex_preprocess_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        lib.speex_preprocess_run.argtypes = [ctypes.c_void_p, samples]
+        lib.speex_echo_state_reset.argtypes = [ctypes.c_void_p]
+        for f in (lib.speex_echo_state_destroy, lib.speex_preprocess_state_destroy):
+            f.argtypes = [ctypes.c_void_p]
+        self._lib = lib
+        self._tail = tail_ms * SAMPLE_RATE // 1000
+        self._echo = lib.speex_echo_state_init(self.STEP, self._tail)
+        rate = ctypes.c_int(SAMPLE_RATE)
+        lib.speex_echo_ctl(self._echo, self._ECHO_SET_SAMPLING_RATE, ctypes.byref(rate))
+        self._suppressor = lib.speex_preprocess_state_init(self.STEP, SAMPLE_RATE)
+        off = ctypes.c_int(0)  # echo suppression only: noise is Whisper's and the VAD's business
+        lib.speex_preprocess_ctl(self._suppressor, self._PREPROCESS_SET_DENOISE, ctypes.byref(off))
+        lib.speex_preprocess_ctl(self._suppressor, self._PREPROCESS_SET_ECHO_STATE, self._echo)
+        self.stream_delay_ms = 0  # unused: the filter finds the delay within its tail itself
+        self._near_rest = np.zeros(0, dtype=np.int16)  # less than a step, to the next call
+        self._far_rest = np.zeros(0, dtype=np.int16)
+
+    def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        """The microphone audio `near` without the echo of `far` (same length)."""
+        near_all = np.concatenate([self._near_rest, np.asarray(near, dtype=np.int16)])
+        far_all = np.concatenate([self._far_rest, np.asarray(far, dtype=np.int16)])
+        steps = len(near_all) // self.STEP
+        out = np.empty(steps * self.STEP, dtype=np.int16)
+        pointer = ctypes.POINTER(ctypes.c_int16)
+        for i in range(steps):
+            n = np.ascontiguousarray(near_all[i * self.STEP:(i + 1) * self.STEP])
+            f = np.ascontiguousarray(far_all[i * self.STEP:(i + 1) * self.STEP])
+            o = out[i * self.STEP:(i + 1) * self.STEP]
+            self._lib.speex_echo_cancellation(self._echo, n.ctypes.data_as(pointer),
+                                              f.ctypes.data_as(pointer), o.ctypes.data_as(pointer))
+            self._lib.speex_preprocess_run(self._suppressor, o.ctypes.data_as(pointer))
+        self._near_rest = near_all[steps * self.STEP:]
+        self._far_rest = far_all[steps * self.STEP:]
+        # 80 ms frames are whole steps, so nothing is held over in practice; keep lengths equal.
+        return np.concatenate([np.zeros(len(near) - len(out), dtype=np.int16), out])[-len(near):]
+
+    def reset(self) -> None:
+        """Forget the room (a new device)."""
+        self._lib.speex_echo_state_reset(self._echo)
+        self._near_rest = self._far_rest = np.zeros(0, dtype=np.int16)
+
+    def close(self) -> None:
+        """Free the C state."""
+        if self._echo:
+            self._lib.speex_echo_state_destroy(self._echo)
+            self._lib.speex_preprocess_state_destroy(self._suppressor)
+            self._echo = self._suppressor = None
+
+    def __del__(self) -> None:
+        self.close()
 
 
 def is_barge_in(near_rms: float, far_rms: float, erle_db: float,
@@ -72,6 +240,8 @@ class EchoCounters:
 
     processed: int = 0  # frames that went through the canceller
     passed: int = 0  # frames passed through (nothing played lately)
+    resyncs: int = 0  # the reference put back on the frames' stamps
+    realigned: int = 0  # the reference shifted to keep the echo where the filter learnt it
 
 
 class EchoFilter:
@@ -79,7 +249,7 @@ class EchoFilter:
 
     def __init__(self, canceller: Canceller, history: PlaybackHistory, *,
                  input_latency: float = 0.0, tail_seconds: float = 1.0,
-                 delay_window_seconds: float = 2.0, max_delay_seconds: float = 0.4) -> None:
+                 delay_window_seconds: float = 1.0, max_delay_seconds: float = 0.4) -> None:
         self.canceller = canceller
         self.history = history
         self.input_latency = input_latency
@@ -97,12 +267,16 @@ class EchoFilter:
         self._collected = 0
         #: per recent frame: cleaned level and far-end level (RMS), for `recent_levels`
         self._levels: collections.deque[tuple[float, float]] = collections.deque(maxlen=25)
+        self._cursor: float | None = None  # where the last frame's reference started
+        self._shift = 0.0  # seconds the reference is read behind the frame's stamps
+        self._target: float | None = None  # the delay behind its reference the filter learns at
 
     def clean(self, frame: AudioFrame) -> AudioFrame:
         """The frame without Elara's echo (the same frame when nothing played lately)."""
         near = frame.samples
         count = len(near)
-        start = frame.captured_at - count / SAMPLE_RATE - self.input_latency
+        start = self._reference_start(frame.captured_at - count / SAMPLE_RATE - self.input_latency,
+                                      count) - self._shift
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
             self.counters.passed += 1
             self._levels.append((_rms(near), 0.0))
@@ -117,7 +291,27 @@ class EchoFilter:
             erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
             self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
         self._measure_delay(far, near, far_rms)
+        if self.counters.processed % 25 == 0:
+            log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",
+                      self.erle_db, None if self.delay_ms is None else round(self.delay_ms),
+                      self._shift * 1000)
         return AudioFrame(np.asarray(cleaned, dtype=np.int16), frame.captured_at)
+
+    def _reference_start(self, stamped: float, count: int) -> float:
+        """Where in what was played this frame's reference starts. A frame's stamp jitters by
+        milliseconds with the audio callbacks, and an adaptive filter fed a reference that slips by
+        even a sample unlearns the room: so the reference goes on sample by sample from the first
+        stamp, and is put back on the stamps only when they stray more than `RESYNC_SECONDS` (a
+        reopened microphone). Slow drift between the two devices' clocks shows as a change of the
+        measured echo delay, which realigns the reference."""
+        if self._cursor is not None:
+            expected = self._cursor + count / SAMPLE_RATE
+            if abs(stamped - expected) <= RESYNC_SECONDS:
+                self._cursor = expected
+                return expected
+            self.counters.resyncs += 1
+        self._cursor = stamped
+        return stamped
 
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
@@ -131,6 +325,7 @@ class EchoFilter:
         with self._lock:
             self.canceller.reset()
         self.erle_db, self.delay_ms = 0.0, None
+        self._cursor, self._target, self._shift = None, None, 0.0
         self._far.clear()
         self._near.clear()
         self._collected = 0
@@ -139,7 +334,8 @@ class EchoFilter:
         """The echo filter's part of `elara status`."""
         return {"erle_db": round(self.erle_db, 1),
                 "delay_ms": None if self.delay_ms is None else round(self.delay_ms),
-                "frames_cancelled": self.counters.processed}
+                "frames_cancelled": self.counters.processed, "realigned": self.counters.realigned,
+                "resyncs": self.counters.resyncs}
 
     def _measure_delay(self, far: np.ndarray, near: np.ndarray, far_rms: float) -> None:
         if far_rms < FAR_ACTIVE_RMS:
@@ -156,11 +352,18 @@ class EchoFilter:
         lag, clarity = estimate_delay(far_all, near_all, self._max_lag)
         if clarity < 5:
             return  # no clear echo in this stretch (the user talking over her, or a quiet room)
-        delay = lag * 1000 / SAMPLE_RATE
-        if self.delay_ms is None or abs(delay - self.delay_ms) > 5:
-            log.info("echo delay %.0f ms (clarity %.1f)", delay, clarity)
-        self.delay_ms = delay
-        self.canceller.stream_delay_ms = int(delay)
+        delay = lag / SAMPLE_RATE + self._shift  # behind the stamps of what was played
+        if self.delay_ms is None or abs(delay * 1000 - self.delay_ms) > 5:
+            log.info("echo delay %.0f ms (clarity %.1f)", delay * 1000, clarity)
+        self.delay_ms = delay * 1000
+        if self._target is None:
+            self._target = min(max(delay, TARGET_LAG_SECONDS[0]), TARGET_LAG_SECONDS[1])
+            self.canceller.stream_delay_ms = round(self._target * 1000)
+        shift = delay - self._target
+        if abs(shift - self._shift) > REALIGN_SECONDS:
+            log.debug("echo reference shifted by %.1f ms", (shift - self._shift) * 1000)
+            self._shift = shift
+            self.counters.realigned += 1
 
 
 def _rms(samples: np.ndarray) -> float:
