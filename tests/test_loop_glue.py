@@ -127,6 +127,7 @@ class FakePlayer:
         self.hold: asyncio.Event | None = None
         self.fail = False
         self.stops = 0
+        self.paused = False
 
     async def play(self, clip: AudioClip) -> bool:
         if self.fail:
@@ -141,6 +142,12 @@ class FakePlayer:
 
     async def prepare(self, sample_rate: int) -> None:
         pass
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
 
 
 class FakeModel:
@@ -899,6 +906,11 @@ def phrase_frame(rig: Rig, phrase: int, loudness: int) -> AudioFrame:
     return AudioFrame(samples, rig.clock.now)
 
 
+#: a person speaking over her: RMS ≈ 14 000, 13 dB above her voice (3000) with nothing cancelled,
+#: over the margin speech over her must clear (SPEECH_OVER_HER_MARGIN_DB)
+OVER_HER = 20_000
+
+
 def stop_rig(reply: str = "Paris is the capital. It is lovely.") -> Rig:
     rig = echo_rig()
     rig.loop.parts = replace(rig.loop.parts, stop_words=True)
@@ -927,7 +939,7 @@ async def speak_over_her(rig: Rig, phrase: int, loudness: int, seconds: float = 
 
 def test_stop_said_over_her_reply_silences_it_without_a_turn():
     rig = stop_rig()
-    state = asyncio.run(speak_over_her(rig, STOP, loudness=12_000))
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=OVER_HER))
     counters = rig.loop.status()["counters"]
     assert state == d.IDLE  # not listening, not following up: she was told to stop
     assert counters["stops"] == 1 and counters["stop_checks"] == 1 and counters["wakes"] == 1
@@ -941,26 +953,51 @@ def test_a_stop_her_own_voice_could_explain_is_ignored():
     rig = stop_rig()
     state = asyncio.run(speak_over_her(rig, STOP, loudness=0))  # as quiet as what is left of her
     counters = rig.loop.status()["counters"]
-    assert state == d.SPEAKING and counters["stops"] == 0 and counters["self_stops_suppressed"] == 1
+    # Speech no louder than what cancelling leaves of her voice is not even checked.
+    assert state == d.SPEAKING and counters["stops"] == 0 and counters["stop_checks"] == 0
     assert rig.synthesizer.said == ["Paris is the capital.", "It is lovely."]
 
 
 def test_her_own_stop_heard_back_is_never_taken_for_the_user():
     rig = stop_rig(reply="Stop. Paris is the capital.")
-    state = asyncio.run(speak_over_her(rig, STOP, loudness=12_000))
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=OVER_HER))
     assert state == d.SPEAKING and rig.loop.counters.stops == 0
 
 
 def test_other_words_over_her_reply_change_nothing():
     rig = stop_rig()
-    state = asyncio.run(speak_over_her(rig, FINISHED, loudness=12_000))  # "Tell me a joke."
+    state = asyncio.run(speak_over_her(rig, FINISHED, loudness=OVER_HER))  # "Tell me a joke."
     assert state == d.SPEAKING and rig.loop.counters.stops == 0 and rig.loop.counters.stop_checks == 1
-    assert rig.model.questions == [PHRASES[0]]
+    assert rig.model.questions == [PHRASES[0]] and not rig.player.paused  # she went on
+
+
+def test_she_pauses_while_words_over_her_are_checked():
+    rig = stop_rig()
+    seen: list[bool] = []
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        rig.transcriber.hold = threading.Event()  # the check over her voice waits
+        for _ in range(5):
+            await rig.loop.on_frame(phrase_frame(rig, FINISHED, OVER_HER))
+        await rig.loop.on_frame(rig.frame(SILENCE))
+        seen.append(rig.player.paused)  # silent while the words are checked
+        rig.transcriber.hold.set()
+        await asyncio.sleep(0.05)
+        seen.append(rig.player.paused)  # not "stop": she goes on
+        rig.player.hold.set()
+        rig.player.hold = None
+        await settle(rig)
+
+    asyncio.run(scenario())
+    assert seen == [True, False]
 
 
 def test_a_long_stretch_of_speech_over_her_is_not_checked():
     rig = stop_rig()
-    state = asyncio.run(speak_over_her(rig, STOP, loudness=12_000, seconds=2.5))
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=OVER_HER, seconds=2.5))
     assert state == d.SPEAKING and rig.loop.counters.stop_checks == 0
 
 
@@ -999,3 +1036,23 @@ def test_the_wake_word_then_stop_ends_the_turn_at_once_and_opens_no_follow_up(tm
     assert timings["speech_end_to_first_audio"] is None
     assert rig.loop.state == d.IDLE and d.FOLLOW_UP not in rig.states
     assert rig.model.questions == [] and rig.store.messages == []
+
+
+def test_a_wake_word_just_after_she_said_it_herself_is_her_own():
+    rig = echo_rig()
+    rig.model.reply = "Jarvis is a name from the stories. It is lovely."
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()  # her first sentence, with "Jarvis", is playing
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        await rig.loop.on_frame(wake_frame(rig, 9000))  # loud enough to be the user …
+        state = rig.loop.state
+        rig.player.hold.set()
+        rig.player.hold = None
+        await settle(rig)
+        return state
+
+    state = asyncio.run(scenario())
+    assert state == d.SPEAKING  # … but she just said the name herself
+    assert rig.loop.counters.self_wakes_suppressed == 1 and rig.loop.counters.barge_ins == 0

@@ -54,6 +54,11 @@ def test_which_stretches_are_offered(pattern, spans):
     ("Tell me a joke.", "", False, False),
     ("", "", False, False),
     ("Stopwatch.", "", False, False),
+    # what is left of her voice heard around the person's word
+    ("Here's the stop.", "Here is the third part of a long story", False, True),
+    ("Stop, part of a", "Here is the third part of a long story", False, True),
+    ("Here is the top.", "Here is the third part of a long story", False, False),
+    ("Here's the story.", "Here is the third part of a long story", False, False),
 ])
 def test_heard_stop(text, her_words, ringing, stop):
     assert heard_stop(text, her_words, ringing=ringing) is stop

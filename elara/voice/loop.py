@@ -30,7 +30,7 @@ from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioC
 from elara.conversation.messages import PromptReady
 from elara.errors import LanguageModelError
 from elara.orchestrator import TurnResult
-from elara.voice.echo import EchoFilter, is_barge_in
+from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
 from elara.voice.speech import SpeechSink
 from elara.voice.stop import StopCandidate, StopSpotter, heard_stop
@@ -44,7 +44,7 @@ from elara.voice.turn import (
     pause_limit_ms,
 )
 from elara.voice.vad import VoiceActivity
-from elara.voice.wake import WakeDetection
+from elara.voice.wake import WakeDetection, names_wake_word
 
 log = logging.getLogger(__name__)
 
@@ -384,12 +384,16 @@ class VoiceLoop:
         if detection is None:
             return
         if self.state != d.IDLE and echo is not None:
-            # Over her own voice: the user's only if louder than what cancelling can leave of hers.
+            # Over her own voice: the user's only if louder than what cancelling can leave of hers,
+            # and never just after she said the wake word's name herself.
             near, far = echo.recent_levels(_WAKE_WINDOW_FRAMES)
-            if not is_barge_in(near, far, echo.erle_db):
+            said = names_wake_word(self.parts.speech.recent_text(_HER_WORDS_SECONDS), detection.name,
+                                   similarity=_HER_WAKE_SIMILARITY)
+            if said or not is_barge_in(near, far, echo.erle_db):
                 self.counters.self_wakes_suppressed += 1
-                log.info("ignored a wake word while speaking: her own voice could explain it "
-                         "(%.0f vs %.0f RMS, ERLE %.1f dB)", near, far, echo.erle_db)
+                log.info("ignored a wake word while speaking: her own voice could explain it (%s)",
+                         "she just said it" if said
+                         else f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB")
                 self.parts.wake.reset()
                 return
         if self.state != d.IDLE:
@@ -474,7 +478,12 @@ class VoiceLoop:
         probability = await asyncio.to_thread(parts.vad.speech_probability, frame)
         self._spot_frames.append(frame)
         self._spot_fed += 1
-        candidate = self._spotter.feed(frame.duration, probability >= parts.vad_threshold)
+        is_speech = probability >= parts.vad_threshold
+        if is_speech and parts.echo is not None:
+            # Speech over her voice is speech louder than what cancelling leaves of her voice.
+            near, far = parts.echo.recent_levels(1)
+            is_speech = is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_HER_MARGIN_DB)
+        candidate = self._spotter.feed(frame.duration, is_speech)
         if candidate is None:
             return
         if self._stop_check is not None and not self._stop_check.done():
@@ -494,34 +503,51 @@ class VoiceLoop:
                      if parts.echo is not None else (0.0, 0.0))
         her_words = parts.speech.recent_text(_HER_WORDS_SECONDS)
         self.counters.stop_checks += 1
+        # She falls silent while the words are checked, as a person interrupted does: a "stop"
+        # is then obeyed at once, and anything else costs her a pause of a fifth of a second.
+        pause = self.state in (d.SPEAKING, d.ANNOUNCING)
+        if pause:
+            parts.speech.pause()
         self._stop_check = asyncio.create_task(
-            self._check_stop(samples, near, far, her_words, epoch, parts), name="stop-check")
+            self._check_stop(samples, near, far, her_words, epoch, parts, pause), name="stop-check")
 
     async def _check_stop(self, samples: np.ndarray, near: float, far: float, her_words: str,
-                          epoch: int, parts: VoiceParts) -> None:
+                          epoch: int, parts: VoiceParts, paused: bool) -> None:
+        stopped = False
+        try:
+            stopped = await self._heard_stop_in(samples, near, far, her_words, epoch, parts)
+        finally:
+            if paused and not stopped:
+                parts.speech.resume()
+        if stopped:
+            self._stop_heard()
+            return
+        waiting, self._stop_next = self._stop_next, None
+        if waiting is not None and waiting[1] == self._spot_epoch:
+            self._check_stop_soon(waiting[0])
+
+    async def _heard_stop_in(self, samples: np.ndarray, near: float, far: float, her_words: str,
+                             epoch: int, parts: VoiceParts) -> bool:
+        """Whether the words over her voice tell her to stop (still, when the check is done)."""
         try:
             transcript = await asyncio.to_thread(parts.transcriber.transcribe, samples)
         except Exception as exc:  # a failed check must not end anything: she goes on
             log.warning("could not check for \"stop\": %s", exc)
-            transcript = None
+            return False
         if epoch != self._spot_epoch:
-            return  # she fell silent, or a turn began, while Whisper worked
-        if transcript is not None:
-            log.debug("heard over her voice: %r (no speech %.2f)", transcript.text, transcript.no_speech_prob)
-        if transcript is not None and parts.phantom_reason(transcript) is None:
-            text = strip_wake_phrase(transcript.text, parts.wake_phrases)
-            ringing = self.announcer is not None and bool(self.announcer.ringing)
-            if heard_stop(text, her_words, ringing=ringing):
-                if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
-                    self.counters.self_stops_suppressed += 1
-                    log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)",
-                             near, far)
-                else:
-                    self._stop_heard()
-                    return
-        waiting, self._stop_next = self._stop_next, None
-        if waiting is not None and waiting[1] == self._spot_epoch:
-            self._check_stop_soon(waiting[0])
+            return False  # she fell silent, or a turn began, while Whisper worked
+        log.debug("heard over her voice: %r (no speech %.2f)", transcript.text, transcript.no_speech_prob)
+        if parts.phantom_reason(transcript) is not None:
+            return False
+        text = strip_wake_phrase(transcript.text, parts.wake_phrases)
+        ringing = self.announcer is not None and bool(self.announcer.ringing)
+        if not heard_stop(text, her_words, ringing=ringing):
+            return False
+        if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
+            self.counters.self_stops_suppressed += 1
+            log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)", near, far)
+            return False
+        return True
 
     def _stop_heard(self) -> None:
         """The person said "stop": silence the reply or the ringing, start no turn, ask nothing."""
@@ -840,8 +866,11 @@ _WAKE_WINDOW_FRAMES = 12
 _SPOT_FRAMES = 40
 #: frames before a candidate's first speech given to Whisper with it
 _SPOT_LEAD_FRAMES = 3
-#: how far back her own words count as what a "stop" heard could be an echo of
+#: how far back her own words count as what a "stop" or a wake heard could be an echo of
 _HER_WORDS_SECONDS = 3.0
+#: how alike a word she said must be to the wake word's name to explain a wake ("Jervis" is,
+#: "Paris" is not): her words are exact, not Whisper's guesses
+_HER_WAKE_SIMILARITY = 0.8
 
 
 def _pre_roll_frames(pre_roll_ms: int) -> int:

@@ -41,6 +41,12 @@ class Player(Protocol):
     async def prepare(self, sample_rate: int) -> None:
         """Open the device ahead of the first clip."""
 
+    def pause(self) -> None:
+        """Hold playback where it is, silent, until `resume`."""
+
+    def resume(self) -> None:
+        """Go on from where `pause` held it."""
+
 
 def first_chunk(sentence: str, words: int) -> tuple[str, str]:
     """Split a long first sentence at a clause after about `words` words, so audio starts sooner."""
@@ -110,6 +116,14 @@ class SpeechSink:
             await self._player.prepare(self._synthesizer.sample_rate)
         except Exception as exc:  # the reply will try again, and report, when it plays
             log.warning("could not open the speaker ahead of the reply: %s", exc)
+
+    def pause(self) -> None:
+        """Fall silent mid-sentence (someone may be telling her to stop) until `resume`."""
+        self._player.pause()
+
+    def resume(self) -> None:
+        """Go on where `pause` left off."""
+        self._player.resume()
 
     def hold(self) -> None:
         """Synthesize what is said from now on but play none of it until `release()`."""

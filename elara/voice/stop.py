@@ -79,10 +79,30 @@ def heard_stop(text: str, her_words: str = "", *, ringing: bool = False) -> bool
     # Whisper tends to repeat a word heard alone ("Never mind. Never mind. Never"): the first
     # sentence is what was said.
     first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
-    return any(_means_stop(intents.match(words), ringing) for words in (text, first))
+    # What is left of her voice around the person's words is heard too ("Here's the stop." over
+    # her "Here is the third part"): the words without hers at either end.
+    own = " ".join(_without_her_words(_stems(text), set(_stems(her_words))))
+    return any(_means_stop(intents.match(words), ringing) for words in (text, first, own) if words)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _stems(text: str) -> list[str]:
+    """Lower-case words with any contraction cut off ("Here's" → "here"), to compare heard words
+    with the words she said."""
+    return [w.split("'")[0] for w in re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
+            if w.split("'")[0]]
+
+
+def _without_her_words(heard: list[str], hers: set[str]) -> list[str]:
+    """`heard` without the words at its start and end that she was saying herself."""
+    start, end = 0, len(heard)
+    while start < end and heard[start] in hers:
+        start += 1
+    while end > start and heard[end - 1] in hers:
+        end -= 1
+    return heard[start:end]
 
 
 def _means_stop(intent: intents.Intent | None, ringing: bool) -> bool:
