@@ -183,6 +183,7 @@ class VirtualSoundCard:
     mic_source = MIC_SOURCE
     speaker_sink = SPEAKER_SINK
     speaker_monitor = f"{SPEAKER_SINK}.monitor"
+    mic_monitor = f"{MIC_SINK}.monitor"
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self._own_root = root is None
@@ -325,12 +326,16 @@ class VirtualSoundCard:
             raise SoundCardError(f"pactl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
-    def add_echo(self, latency_ms: int = 60, volume: float = 0.5) -> int:
+    def add_echo(self, latency_ms: int = 60, volume: float = 0.5, adjust_seconds: int = 0) -> int:
         """Route the speaker back into the microphone, as a room would: `module-loopback` from the
         speaker's monitor into the microphone's sink, `latency_ms` late and at `volume` (linear),
-        mixed with whatever is played into the mic. Returns the module to `remove_echo`."""
+        mixed with whatever is played into the mic. With `adjust_seconds` 0 the echo path stays as
+        it is (a microphone and a speaker on one sound card); otherwise the loopback re-times its
+        resampler that often to hold its latency, so the path drifts as between two devices with
+        clocks of their own. Returns the module to `remove_echo`."""
         module = int(self.pactl("load-module", "module-loopback", f"source={self.speaker_monitor}",
                                 f"sink={MIC_SINK}", f"latency_msec={latency_ms}",
+                                f"adjust_time={adjust_seconds}",
                                 "source_dont_move=true", "sink_dont_move=true").strip())
         for line in self.pactl("list", "short", "sink-inputs").splitlines():
             fields = line.split()
@@ -365,16 +370,18 @@ class VirtualSoundCard:
         return process
 
     def record_speaker(self, path: str | os.PathLike[str] | None = None, *,
-                       wait_started: bool = True) -> Recording:
+                       wait_started: bool = True, source: str | None = None) -> Recording:
         """Start recording what the fake speaker plays (16 kHz mono s16le WAV); `.stop()` ends it.
         With `wait_started`, returns once audio is being written (the recording still starts a
-        little before or after this point: find played audio in it by searching)."""
+        little before or after this point: find played audio in it by searching). `source`
+        records another source instead: `mic_monitor` is what the microphone hears (the clips
+        played into it and, with `add_echo`, the speaker's echo) on one timeline."""
         assert self.root is not None, "not started"
         if path is None:
             path = Path(tempfile.mkstemp(prefix="speaker-", suffix=".wav", dir=self.root)[1])
         path = Path(path)
         process = subprocess.Popen(
-            ["parecord", f"--device={self.speaker_monitor}", f"--rate={RATE}", "--channels=1",
+            ["parecord", f"--device={source or self.speaker_monitor}", f"--rate={RATE}", "--channels=1",
              "--format=s16le", "--file-format=wav", str(path)],
             env=self._client_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)

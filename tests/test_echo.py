@@ -7,7 +7,14 @@ import voice_clips
 
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
 from elara.audio.reference import PlaybackHistory
-from elara.voice.echo import CANCELLERS, EchoFilter, SpeexCanceller, is_barge_in, make_canceller
+from elara.voice.echo import (
+    CANCELLERS,
+    EchoFilter,
+    LearningCanceller,
+    SpeexCanceller,
+    is_barge_in,
+    make_canceller,
+)
 
 FRAME = FRAME_SAMPLES / SAMPLE_RATE
 
@@ -122,3 +129,43 @@ def test_a_jittery_microphone_and_a_reopened_speaker_keep_the_echo_where_the_fil
     # 60 ms, and 15 ms off; the reference runs on from the first frame's stamp, whose ±8 ms of
     # jitter the delay measured behind the stamps carries
     assert echo.delay_ms is not None and abs(echo.delay_ms - 75) <= 8 + 3
+
+
+class Scaled:
+    """A canceller that leaves `gain` of the microphone (set by the test as it "learns")."""
+
+    stream_delay_ms = 0
+
+    def __init__(self, gain: float) -> None:
+        self.gain = gain
+        self.resets = 0
+
+    def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        return (near * self.gain).astype(np.int16)
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+def test_aec3_answers_until_speexdsp_has_learnt_the_room_and_stopped_getting_better():
+    quick, learner = Scaled(0.0), Scaled(1.0)
+    canceller = LearningCanceller(quick, learner)
+    near = np.full(FRAME_SAMPLES, 8000, dtype=np.int16)
+    far = np.full(FRAME_SAMPLES, 8000, dtype=np.int16)
+    outputs = []
+    # speexdsp's residual falls 1 dB a frame to -30 dB (past LEARNT_ERLE_DB, still improving), then holds
+    for frame in range(200):
+        learner.gain = 10 ** (-min(frame, 30) / 20)
+        outputs.append(int(np.abs(canceller.process(near, far)).max()))
+        if canceller.learnt:
+            break
+    assert canceller.learnt
+    assert 50 < frame < 100  # not at the first 20 dB (frame 20): once it held for a while
+    assert set(outputs[:-1]) == {0}  # AEC3's until then
+    assert canceller.process(near, far).max() == int(8000 * learner.gain)  # speexdsp's after
+    # A reset (a new device) starts over with AEC3, and frames where she is silent teach nothing.
+    canceller.reset()
+    assert not canceller.learnt and quick.resets == learner.resets == 1
+    for _ in range(200):
+        assert canceller.process(near, np.zeros(FRAME_SAMPLES, dtype=np.int16)).max() == 0
+    assert not canceller.learnt

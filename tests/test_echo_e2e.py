@@ -1,29 +1,46 @@
 """Elara hearing herself, as in a room: on the virtual sound card the speaker is routed back into
-the microphone (module-loopback, 60 ms late, at half volume). Her long replies say "Hey Jarvis"
-themselves: she must not wake to them, hear them as a question, or send anything for them."""
+the microphone (module-loopback, 60 ms late, at half volume).
+
+Her replies say "Jarvis" and "Hey Jarvis" themselves: she must not wake to them, hear them as a
+question, or send anything for them. Over a long reply, "Stop." (no wake word) silences her and
+asks the model nothing; "Hey Jarvis, what is the capital of Germany?" stops her and is answered.
+That she falls silent at once is checked on one timeline (the figure is `scripts/bench_echo.py
+--live`'s): what the microphone hears (the clip
+played into it, plus her echo) is recorded, the clip is found in it and taken out, and what is
+left is her voice coming back through the echo path."""
 
 import json
+import re
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 import voice_clips
 from daemon_process import DaemonProcess, daemon_env
+from pulse import best_offset
+from spec_reader import read_all
 
-LONG = ("Hey Jarvis, you might say, and I would answer. Jarvis is a name from the stories. "
-        "Hey Jarvis, what is the weather? People ask me that every day.")
+ECHO_MS = 60
+SAYS_JARVIS = ("Hey Jarvis, you might say, and I would answer. Jarvis is a name from the stories. "
+               "Hey Jarvis, what is the weather?")
+LONG = " ".join(f"Here is the {n} part of a long story about a lighthouse keeper and the sea."
+                for n in ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"))
 
 
 def responder(endpoint, body):
     last = next(m["content"] for m in reversed(body.get("messages", [])) if m["role"] == "user")
-    return "Berlin is the capital of Germany." if "germany" in last.lower() else LONG
+    if "germany" in last.lower():
+        return "Berlin is the capital of Germany."
+    return LONG if "story" in last.lower() else SAYS_JARVIS
 
 
 @pytest.fixture
-def echo_daemon(sound_card, ollama_server, tmp_path):
+def echo_daemon(sound_card, ollama_server, tmp_path, request):
     ollama_server.responder = responder
-    module = sound_card.add_echo(latency_ms=60, volume=0.5)
-    env = daemon_env(sound_card.env, ollama_server.url, tmp_path, Listening__Mode="wake_word")
+    module = sound_card.add_echo(latency_ms=ECHO_MS, volume=0.5)
+    env = daemon_env(sound_card.env, ollama_server.url, tmp_path, **request.param)
     daemon = DaemonProcess(env)
     try:
         daemon.wait_for("waiting for the wake word", timeout=90)
@@ -34,25 +51,132 @@ def echo_daemon(sound_card, ollama_server, tmp_path):
         (tmp_path / "daemon.log").write_text(daemon.log())
 
 
-def clip(tmp_path, name, text, lead=0.5):
-    return voice_clips.write_wav(tmp_path / f"{name}.wav", voice_clips.concat(
-        voice_clips.silence(lead), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.5),
-        voice_clips.piper_speech(text), voice_clips.silence(1.0)))
+def clip(tmp_path, name, *parts):
+    return voice_clips.write_wav(tmp_path / f"{name}.wav", voice_clips.concat(*parts))
 
 
+def wake_then(text, lead=0.5):
+    return (voice_clips.silence(lead), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.5),
+            voice_clips.piper_speech(text), voice_clips.silence(1.0))
+
+
+def words(text):
+    """Lower-case words, no punctuation: how Whisper writes a question varies ("And then...")."""
+    return " ".join(re.findall(r"[a-z']+", text.lower()))
+
+
+def asked(server):
+    """The user's words of each turn the model was asked to answer."""
+    return [words(next(m["content"] for m in reversed(t["messages"]) if m["role"] == "user"))
+            for t in server.turns()]
+
+
+def status(env):
+    done = subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    return json.loads(done.stdout)
+
+
+def voiced_end(samples, threshold=300):
+    """Index just after the last sample louder than `threshold`."""
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
+    return int(loud[-1]) + 1 if len(loud) else 0
+
+
+def silent_after(echo, start, window=320, rms=150.0):
+    """Seconds from `start` (a sample index) until the echo stays below `rms` for good."""
+    levels = [np.sqrt(np.mean(echo[i:i + window].astype(np.float64) ** 2))
+              for i in range(start, len(echo) - window, window)]
+    loud = [n for n, level in enumerate(levels) if level > rms]
+    return (loud[-1] + 1) * window / 16_000 if loud else 0.0
+
+
+def reaction(recording, played, said_end):
+    """Seconds from the end of what was said (`said_end`, an index into `played`, which is silent
+    from there on) until the microphone no longer hears her."""
+    offset, score = best_offset(recording, played)
+    assert score > 0.25, f"the clip is not in the recording (score {score:.2f})"
+    return silent_after(recording[:offset + len(played)], offset + said_end)
+
+
+@pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "continued", "Listening__FollowUpSeconds": "3"}],
+                         indirect=True)
 def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server, tmp_path):
     daemon, env = echo_daemon
-    for turn, question in enumerate(("Tell me something long.", "Tell me something else."), start=1):
-        sound_card.play_into_mic(clip(tmp_path, f"q{turn}", question))
-        daemon.wait_for(r"turn timings", count=turn, timeout=60)  # her whole reply, heard by the mic
-        daemon.wait_for(r"waiting for the wake word", count=turn + 1, timeout=30)
-    # Two replies saying "Hey Jarvis" and "Jarvis" six times in all, each heard back: no wake, no
-    # phantom turn, nothing sent for them.
-    assert daemon.count(r"wake word hey_jarvis \(score") == 2, daemon.log()
-    assert len(ollama_server.turns()) == 2
+    questions = ["Tell me something.", "And then?", "Tell me more.", "What else?", "Go on.",
+                 "Why is that?", "Tell me another one.", "What happened next?", "Is that so?"]
+    sound_card.play_into_mic(clip(tmp_path, "q0", *wake_then("Say something about Jarvis.")))
+    for turn, question in enumerate(questions, start=1):
+        # In the follow-up window after each reply, no wake word: the next question.
+        daemon.wait_for(r"turn timings", count=turn, timeout=60)
+        sound_card.play_into_mic(clip(tmp_path, f"q{turn}", voice_clips.silence(0.3),
+                                      voice_clips.piper_speech(question), voice_clips.silence(0.8)))
+    daemon.wait_for(r"turn timings", count=len(questions) + 1, timeout=60)
+    daemon.wait_for(r"waiting for the wake word", count=2, timeout=30)  # the window closed
+    # Ten replies saying "Hey Jarvis" and "Jarvis" 30 times in all, each heard back through the
+    # echo path, and ten follow-up windows open right after her voice: no wake, no phantom turn,
+    # nothing sent for them, no "stop" heard in her words.
+    assert daemon.count(r"wake word hey_jarvis \(score") == 1, daemon.log()
+    assert asked(ollama_server) == [words(q) for q in ["Say something about Jarvis.", *questions]]
     assert daemon.count("dropped an utterance") == 0
-    echo = json.loads(subprocess.run([sys.executable, "-m", "elara", "status", "--json"],
-                                     env=env, capture_output=True, text=True, timeout=30).stdout)["echo"]
-    assert echo["erle_db"] > 10 and 20 <= echo["delay_ms"] <= 250, echo
-    status, _ = daemon.terminate()
-    assert status == 0
+    shown = status(env)
+    assert shown["echo"]["erle_db"] > 10 and 20 <= shown["echo"]["delay_ms"] <= 250, shown["echo"]
+    assert shown["counters"]["stops"] == 0
+    status_code, _ = daemon.terminate()
+    assert status_code == 0
+
+
+@pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "wake_word", "Logging__Level": "DEBUG"}], indirect=True)
+def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, sound_card, ollama_server,
+                                                                   tmp_path):
+    daemon, env = echo_daemon
+    # "Stop." in another voice than hers, no wake word, over a long reply once she has spoken long
+    # enough to have learnt the room (a few seconds; an always-on assistant does that once).
+    # (Someone talking over her unsettles speexdsp for a while, which makes a "stop" just after
+    # that less sure to be heard - scripts/bench_echo.py measures it - so it comes first here.)
+    sound_card.play_into_mic(clip(tmp_path, "story", *wake_then("Tell me a story.")))
+    daemon.wait_for(r"speexdsp has learnt the room", timeout=30)
+    time.sleep(1.0)
+    stop = voice_clips.concat(voice_clips.silence(0.3), voice_clips.espeak_speech("Stop.", voice="en-gb"))
+    room = sound_card.record_speaker(source=sound_card.mic_monitor)
+    sound_card.play_into_mic(clip(tmp_path, "stop", stop, voice_clips.silence(1.5)))
+    daemon.wait_for(r'heard "stop" while speaking', timeout=10)
+    stop_reaction = reaction(room.samples(), stop, voiced_end(stop))
+    daemon.wait_for(r"waiting for the wake word", count=2, timeout=10)
+
+    # The wake word and a new question over the next long reply: she stops, and the question is
+    # answered.
+    sound_card.play_into_mic(clip(tmp_path, "story2", *wake_then("Tell me another story.")))
+    time.sleep(3.5)
+    wake = voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
+                              voice_clips.silence(0.8))
+    room = sound_card.record_speaker(source=sound_card.mic_monitor)
+    sound_card.play_into_mic(clip(tmp_path, "wake", wake))
+    sound_card.play_into_mic(clip(tmp_path, "germany", voice_clips.piper_speech("What is the capital of Germany?"),
+                                  voice_clips.silence(1.5)))
+    daemon.wait_for(r"turn timings", timeout=30)  # the Germany turn (the stories' were cut)
+    wake_reaction = reaction(room.samples(), wake, voiced_end(wake))
+    daemon.wait_for(r"waiting for the wake word", count=3, timeout=10)
+
+    # A reply started ahead on a fragment (what is left of her voice as she falls silent) may be
+    # asked for and dropped when the question goes on; every other request is one of the three.
+    expected = ["tell me a story", "tell me another story", "what is the capital of germany"]
+    questions = asked(ollama_server)
+    assert [q for q in questions if q in expected] == expected, questions
+    assert len(questions) - len(expected) == daemon.count("dropped the reply started ahead"), questions
+    counters = status(env)["counters"]
+    assert counters["stops"] == 1 and counters["barge_ins"] == 1, counters
+    # Heard at the microphone, through the echo path: she fell silent at once, not at the end of
+    # a sentence (each takes about 4 s). How fast, measured: scripts/bench_echo.py --live.
+    assert wake_reaction < 1.0 and stop_reaction < 1.0, (wake_reaction, stop_reaction)
+    status_code, _ = daemon.terminate()
+    assert status_code == 0
+    stored = [(r["role"], r["content"], r["metadata"].get("interrupted"))
+              for r in read_all(tmp_path / "store", "end-to-end key") if r["role"] != "System"]
+    assert [words(content) for role, content, _ in stored if role == "User"] == expected
+    assert [(role, interrupted) for role, _, interrupted in stored] == [
+        ("User", None), ("Assistant", "true"), ("User", None), ("Assistant", "true"), ("User", None),
+        ("Assistant", None)]
+    for _, content, interrupted in stored:
+        if interrupted:  # only what was heard of a story: its start, never the whole
+            assert 0 < len(content) < len(LONG) and LONG.startswith(content.rstrip(" …")), content

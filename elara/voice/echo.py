@@ -71,8 +71,12 @@ class Canceller(Protocol):
 
 #: `Audio.EchoCanceller` values
 CANCELLERS = ("speex", "webrtc")
-#: speexdsp's filter counts as having learnt the room once it takes this much of her echo away
+#: speexdsp's filter counts as having learnt the room once it takes at least this much of her echo
+#: away and has stopped getting better: by less than `SETTLED_DB` over `SETTLE_FRAMES` frames of
+#: her voice (switched over sooner, what is left of her voice is loud enough for Whisper to hear)
 LEARNT_ERLE_DB = 20.0
+SETTLED_DB = 1.5
+SETTLE_FRAMES = 25
 
 
 def make_canceller(kind: str = "speex") -> Canceller:
@@ -97,8 +101,8 @@ class LearningCanceller:
     AEC3 takes her echo away within half a second but also most of a person talking over her;
     speexdsp's adaptive filter lets the person through but needs two to five seconds of her
     voice to learn the room. Both run on every frame; the output is AEC3's until speexdsp has
-    taken `LEARNT_ERLE_DB` away over a stretch of her voice, and speexdsp's from then on (again
-    AEC3's after `reset`, a new device)."""
+    taken `LEARNT_ERLE_DB` away over a stretch of her voice and stopped getting better, and
+    speexdsp's from then on (again AEC3's after `reset`, a new device)."""
 
     def __init__(self, first: Canceller, learner: Canceller) -> None:
         self.first, self.learner = first, learner
@@ -106,6 +110,7 @@ class LearningCanceller:
         self._erle_db = 0.0
         self._frames = 0
         self._stream_delay_ms = 0
+        self._last_erle_db = 0.0  # at the last look, SETTLE_FRAMES frames of her voice ago
 
     @property
     def stream_delay_ms(self) -> int:
@@ -126,18 +131,19 @@ class LearningCanceller:
             erle = 10 * math.log10((_rms(near) ** 2 + 1) / (_rms(learnt) ** 2 + 1))
             self._erle_db += 0.1 * (erle - self._erle_db)  # ≈ 0.8 s of her voice
             self._frames += 1
-            if self._frames % 25 == 0:
+            if self._frames % SETTLE_FRAMES == 0:
                 log.debug("echo cancellation: speexdsp learning, %.1f dB", self._erle_db)
-            if self._erle_db >= LEARNT_ERLE_DB:
-                self.learnt = True
-                log.info("echo cancellation: speexdsp has learnt the room (%.0f dB)", self._erle_db)
+                if self._erle_db >= LEARNT_ERLE_DB and self._erle_db - self._last_erle_db < SETTLED_DB:
+                    self.learnt = True
+                    log.info("echo cancellation: speexdsp has learnt the room (%.0f dB)", self._erle_db)
+                self._last_erle_db = self._erle_db
         return quick
 
     def reset(self) -> None:
         """Forget the room: AEC3 again until speexdsp has relearnt it."""
         self.first.reset()
         self.learner.reset()
-        self.learnt, self._erle_db = False, 0.0
+        self.learnt, self._erle_db, self._last_erle_db = False, 0.0, 0.0
 
 
 def webrtc_canceller(stream_delay_ms: int = 0) -> Canceller:

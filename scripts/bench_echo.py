@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Benchmark echo cancellation and "stop" over Elara's voice (issue: interrupt her).
+
+Offline (the default, ≈5 min): Elara's Piper voice reads a long reply; her echo reaches the
+microphone through a room — the speaker's audio resampled to 16 kHz as the sound server does,
+`--delay-ms` late, at `--echo-db`, and either as the virtual sound card's loopback does it (a pure
+delay) or through a simulated room (an exponentially decaying impulse response, RT60 0.3 s). Over
+it, people say "stop" and other short words in several voices, at several loudnesses against her
+echo. Each canceller runs on the same frames as the daemon feeds it (80 ms, with the reference
+read back from the speaker's playback history), and the daemon's own "stop" path runs on what it
+leaves (Silero VAD → the spotter → Whisper → `heard_stop`). Reported per canceller and room:
+ERLE on her echo alone, how many "stop"s were heard through double talk, false stops and
+candidates over her echo alone, and CPU per frame.
+
+    .venv/bin/python scripts/bench_echo.py [--minutes 2] [--cancellers webrtc,speex,none]
+
+Live (`--live`, on the virtual sound card with module-loopback routing the speaker back into the
+microphone): the daemon itself, her reaction from the end of "stop" / the wake word to silence,
+measured on the microphone's own recording (see tests/test_echo_e2e.py), over `--trials`; and
+`--self-talk MIN` minutes of her long replies heard back, counting false stops, wakes and turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "tests")]
+
+import voice_clips  # noqa: E402
+
+from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame  # noqa: E402
+from elara.audio.reference import PlaybackHistory  # noqa: E402
+from elara.audio.streams import resample  # noqa: E402
+from elara.voice.echo import (  # noqa: E402
+    Canceller,
+    EchoFilter,
+    SpeexCanceller,
+    is_barge_in,
+    make_canceller,
+    webrtc_canceller,
+)
+from elara.voice.stop import StopSpotter, heard_stop  # noqa: E402
+
+STORY = ("Once upon a time there was a lighthouse keeper who lived on a small rocky island. Every "
+         "evening she climbed the stairs and lit the lamp, and every morning she put it out again. "
+         "One stormy night a ship came too close to the rocks, and she rang the bell until her arms "
+         "ached. Stop me if you have heard this one before. The captain saw the light just in time. "
+         "Years later he came back with his whole crew to thank her, and they stayed for supper. ")
+#: what people say over her: "stop" (she must stop), the wake word (she must listen), and other
+#: words (she must go on)
+WORDS = [("Stop.", "stop"), ("Hey Jarvis.", "wake"), ("Stop it.", "stop"), ("That's enough.", "stop"),
+         ("Thank you.", "other"), ("Never mind.", "stop"), ("Hey Jarvis.", "wake"), ("Be quiet.", "stop"),
+         ("Really?", "other"), ("OK, stop.", "stop"), ("Wow.", "other"), ("Hey Jarvis.", "wake")]
+STOPS = [text for text, kind in WORDS if kind == "stop"]
+VOICES = [("espeak", "en-us"), ("espeak", "en-gb"), ("espeak", "en-us+f3"), ("piper", 1.1)]
+BLOCK = 0.02  # the speaker's callback block
+DEBUG = False
+
+
+# -- cancellers ---------------------------------------------------------------------------------
+
+
+class NoCanceller:
+    """The microphone as it is."""
+
+    stream_delay_ms = 0
+
+    def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        """Unchanged."""
+        return near
+
+    def reset(self) -> None:
+        """Nothing to forget."""
+
+
+CANCELLERS: dict[str, Callable[[], Canceller]] = {
+    "webrtc": webrtc_canceller,
+    "speex": SpeexCanceller,
+    "shipped": lambda: make_canceller("speex"),  # AEC3 while speexdsp learns the room, then speexdsp
+    "none": NoCanceller,
+}
+
+
+# -- the scene -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Scene:
+    """Her voice as played, the microphone, and where people spoke over her."""
+
+    played: np.ndarray  # what the speaker played, at `rate`
+    rate: int
+    mic: np.ndarray  # 16 kHz: her echo plus the people
+    words: list[tuple[int, int, str, str, float]]  # start, end (16 kHz samples), text, kind, level dB
+    near: np.ndarray  # the people alone (16 kHz), to tell the canceller's harm from Whisper's
+
+
+def speech(voice: tuple[str, object], text: str) -> np.ndarray:
+    """`text` said by a person (16 kHz)."""
+    kind, detail = voice
+    if kind == "piper":
+        return voice_clips.piper_speech(text, length_scale=float(detail))  # type: ignore[arg-type]
+    return voice_clips.espeak_speech(text, voice=str(detail))
+
+
+def room_response(rt60: float, seed: int = 7) -> np.ndarray:
+    """A room's impulse response: the direct sound, then exponentially decaying reflections."""
+    n = int(rt60 * SAMPLE_RATE)
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / SAMPLE_RATE
+    tail = rng.standard_normal(n) * np.exp(-6.9 * t / rt60) * 0.25
+    tail[: int(0.005 * SAMPLE_RATE)] = 0.0  # the first reflection comes 5 ms after the direct sound
+    tail[0] = 1.0
+    return tail / np.sqrt(np.sum(tail ** 2))
+
+
+def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed: int = 1) -> Scene:
+    """Minutes of her reading, and a person speaking over her every few seconds."""
+    synthesizer = voice_clips.synthesizer()
+    sentence_audio = []
+    rate = synthesizer.sample_rate
+    while sum(len(a) for a in sentence_audio) < minutes * 60 * rate:
+        for text in STORY.split(". "):
+            sentence_audio.append(synthesizer.synthesize(text.strip(" .") + ".").samples)
+            sentence_audio.append(np.zeros(int(0.15 * rate), dtype=np.int16))
+    played = np.concatenate(sentence_audio)[: int(minutes * 60 * rate)]
+    at_mic = resample(played, rate, SAMPLE_RATE).astype(np.float64)
+    if room == "room":
+        at_mic = np.convolve(at_mic, room_response(0.3))[: len(at_mic)]
+    at_mic *= 10 ** (echo_db / 20)
+    shift = int(delay_ms * SAMPLE_RATE / 1000)
+    echo = np.concatenate([np.zeros(shift), at_mic])[: len(at_mic)]
+    rng = np.random.default_rng(seed)
+    mic = echo + rng.standard_normal(len(echo)) * 3.0  # a quiet room's noise floor (≈ -80 dBFS)
+    words = []
+    near = np.zeros(len(mic))
+    echo_level = np.sqrt(np.mean(echo[echo != 0] ** 2))
+    # Nobody speaks in the first 4 s (the canceller converges), then every 4.5–7 s.
+    position, n = int(4 * SAMPLE_RATE), 0
+    while True:
+        text, kind = WORDS[n % len(WORDS)]
+        voice = VOICES[(n // len(WORDS) + n) % len(VOICES)]
+        level = (-6.0, 0.0, 6.0)[n % 3]  # the person against her echo at the microphone
+        said = speech(voice, text).astype(np.float64)
+        voiced = said[np.abs(said) > 50]
+        said *= echo_level * 10 ** (level / 20) / max(np.sqrt(np.mean(voiced ** 2)), 1.0)
+        if position + len(said) >= len(mic) - SAMPLE_RATE:
+            break
+        mic[position:position + len(said)] += said
+        near[position:position + len(said)] += said
+        loud = np.flatnonzero(np.abs(said) > 0.05 * np.abs(said).max())
+        words.append((position + int(loud[0]), position + int(loud[-1]), text, kind, level))
+        position += len(said) + int(rng.uniform(4.5, 7.0) * SAMPLE_RATE)
+        n += 1
+    return Scene(played, rate, np.clip(mic, -32768, 32767).astype(np.int16), words,
+                 np.clip(near, -32768, 32767).astype(np.int16))
+
+
+# -- running a canceller over the scene ----------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """What one canceller did with one scene."""
+
+    erle_db: float
+    heard: list[bool]  # per word of the scene: stopped her (a stop) or woke her (the wake word)
+    false_stops: int  # a stop where nobody said one
+    false_wakes: int  # a wake where nobody said the wake word
+    candidates_over_echo: int  # "stop" checks while only her echo was there
+    ms_per_frame: float
+
+
+def run(scene: Scene, canceller: Canceller, transcriber, vad, wake) -> Result:
+    """Feed the scene frame by frame as the daemon does; the wake word and the "stop" path on what
+    comes out, each with the daemon's level check against her echo."""
+    history = PlaybackHistory(seconds=10.0)
+    block = int(BLOCK * scene.rate)
+    start = 100.0  # the monotonic time her first sample is heard
+    echo = EchoFilter(canceller, history)
+    spotter = StopSpotter()
+    vad.reset()
+    wake.reset()
+    written = 0
+    cleaned_frames: list[np.ndarray] = []
+    seconds = 0.0
+    stops: list[tuple[int, bool]] = []  # (sample, said stop) per candidate checked
+    wakes: list[int] = []
+    frames = len(scene.mic) // FRAME_SAMPLES
+    for i in range(frames):
+        captured = start + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
+        # The speaker has handed over everything due by now (it runs ahead of what is heard).
+        while written < len(scene.played) and start + written / scene.rate < captured + 0.1:
+            history.write(start + written / scene.rate, scene.played[written:written + block], scene.rate)
+            written += block
+        frame = AudioFrame(scene.mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES], captured)
+        began = time.process_time()
+        cleaned = echo.clean(frame)
+        seconds += time.process_time() - began
+        cleaned_frames.append(cleaned.samples)
+        detection = wake.process(cleaned)
+        if detection is not None:
+            near, far = echo.recent_levels(12)
+            if is_barge_in(near, far, echo.erle_db):
+                wakes.append((i + 1) * FRAME_SAMPLES)
+            wake.reset()
+        candidate = spotter.feed(frame.duration, vad.speech_probability(cleaned) >= 0.5)
+        if candidate is None:
+            continue
+        first = max(0, int(candidate.start / frame.duration) - 3)
+        transcript = transcriber.transcribe(np.concatenate(cleaned_frames[first:i + 1]))
+        near, far = echo.recent_levels(i + 1 - int(candidate.start / frame.duration))
+        said_stop = (transcriber.phantom_reason(transcript) is None and heard_stop(transcript.text)
+                     and is_barge_in(near, far, echo.erle_db))
+        stops.append(((i + 1) * FRAME_SAMPLES, said_stop))
+        if DEBUG:
+            print(f"  candidate {candidate.start:.2f}-{candidate.end:.2f}: {transcript.text!r} "
+                  f"no-speech {transcript.no_speech_prob:.2f} levels {near:.0f}/{far:.0f} stop={said_stop}")
+    mic_all = scene.mic[: frames * FRAME_SAMPLES].astype(np.float64)
+    out_all = np.concatenate(cleaned_frames).astype(np.float64)
+    quiet = np.ones(len(mic_all), dtype=bool)
+    quiet[: 4 * SAMPLE_RATE] = False
+    for begin, end, *_ in scene.words:
+        quiet[max(0, begin - SAMPLE_RATE // 2):end + SAMPLE_RATE] = False
+    erle = 10 * np.log10(np.sum(mic_all[quiet] ** 2) / max(np.sum(out_all[quiet] ** 2), 1.0))
+    after = int(1.0 * SAMPLE_RATE)  # how late a reaction may come and still count for the word
+
+    def near_word(at: int, kind: str) -> bool:
+        return any(b <= at <= e + after for b, e, _, k, _ in scene.words if k == kind)
+
+    heard = [any(b <= at <= e + after and ok for at, ok in stops) if kind == "stop"
+             else any(b <= at <= e + after for at in wakes) if kind == "wake" else False
+             for b, e, _, kind, _ in scene.words]
+    return Result(
+        erle_db=float(erle), heard=heard,
+        false_stops=sum(1 for at, ok in stops if ok and not near_word(at, "stop")),
+        false_wakes=sum(1 for at in wakes if not near_word(at, "wake")),
+        candidates_over_echo=sum(1 for at, _ in stops
+                                 if not any(b - SAMPLE_RATE // 2 <= at <= e + after for b, e, *_ in scene.words)),
+        ms_per_frame=1000 * seconds / frames)
+
+
+def share(result: Result, scene: Scene, kind: str, level: float | None = None) -> str:
+    """How many of the words of `kind` (at `level`) were heard, as "n/m"."""
+    hits = [h for h, w in zip(result.heard, scene.words, strict=True)
+            if w[3] == kind and (level is None or w[4] == level)]
+    return f"{sum(hits)}/{len(hits)}"
+
+
+def offline(args: argparse.Namespace) -> None:
+    """The table of cancellers × rooms."""
+    from elara.config import load_settings
+    from elara.runtime import transcript_confirmer
+    from elara.voice.engines import load_wake
+    from elara.voice.models import resolve_whisper
+    from elara.voice.stt import Transcriber
+    from elara.voice.vad import SileroVad
+
+    transcriber = Transcriber(resolve_whisper("tiny.en").path)
+    vad = SileroVad()
+    wake = load_wake(load_settings(env={}))
+    wake.confirm_with(transcript_confirmer(transcriber))  # as the daemon wires it
+    print("| room | canceller | ERLE, her echo alone | \"stop\" heard over her (person −6 / 0 / +6 dB vs her echo) "
+          "| wake word heard over her | false stops | false wakes | \"stop\" checks over her echo alone "
+          "| CPU per 80 ms frame |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for room in args.rooms.split(","):
+        scene = make_scene(args.minutes, room, args.delay_ms, args.echo_db)
+        for name in args.cancellers.split(","):
+            result = run(scene, CANCELLERS[name](), transcriber, vad, wake)
+
+            levels = " / ".join(share(result, scene, "stop", level) for level in (-6.0, 0.0, 6.0))
+            print(f"| {room} | {name} | {result.erle_db:.1f} dB | {share(result, scene, 'stop')} ({levels}) "
+                  f"| {share(result, scene, 'wake')} "
+                  f"| {result.false_stops} | {result.false_wakes} | {result.candidates_over_echo} "
+                  f"| {result.ms_per_frame:.2f} ms |", flush=True)
+
+
+# -- live, on the virtual sound card ---------------------------------------------------------------
+
+
+def live(args: argparse.Namespace) -> None:
+    """Reaction times and self-talk on the daemon itself."""
+    from daemon_process import DaemonProcess, daemon_env
+    from ollama_server import FakeOllamaServer
+    from pulse import VirtualSoundCard
+    from test_echo_e2e import reaction, voiced_end
+
+    long_reply = " ".join([STORY] * 3)
+    with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card, \
+            FakeOllamaServer(responder=lambda endpoint, body: long_reply) as server:
+        tmp = Path(tmp_name)
+        module = card.add_echo(latency_ms=round(args.delay_ms), volume=10 ** (args.echo_db / 20),
+                               adjust_seconds=10 if args.drifting else 0)
+        env = daemon_env(card.env, server.url, tmp, Listening__Mode="wake_word",
+                         Audio__EchoCanceller=args.cancellers.split(",")[0],
+                         Logging__Level="DEBUG" if args.debug else "INFO")
+        daemon = DaemonProcess(env)
+        try:
+            daemon.wait_for("waiting for the wake word", timeout=120)
+            question = voice_clips.write_wav(tmp / "q.wav", voice_clips.concat(
+                voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.4),
+                voice_clips.piper_speech("Tell me a story."), voice_clips.silence(0.5)))
+            # The first reply after start: she learns the room (an always-on daemon does this once).
+            waits = daemon.count("waiting for the wake word")
+            card.play_into_mic(question)
+            if args.cancellers.split(",")[0] == "speex":
+                daemon.wait_for("speexdsp has learnt the room", timeout=60)
+            time.sleep(2.0)
+            card.play_into_mic(voice_clips.write_wav(tmp / "w.wav", voice_clips.concat(
+                voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(1.0))))
+            daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=180)
+            times: dict[str, list[float]] = {"stop": [], "wake word": []}
+            missed: dict[str, int] = {"stop": 0, "wake word": 0}
+            for trial in range(args.trials):
+                waits = daemon.count("waiting for the wake word")
+                card.play_into_mic(question)
+                time.sleep(2.5 + (trial % 4) * 0.7)
+                kind = "wake word" if trial % 2 else "stop"
+                voice = VOICES[(trial // 2) % len(VOICES)]
+                text = "Hey Jarvis." if kind == "wake word" else STOPS[(trial // 2) % len(STOPS)]
+                said = voice_clips.concat(voice_clips.silence(0.3), speech(voice, text), voice_clips.silence(1.2))
+                pattern = r"wake word hey_jarvis \(score" if kind == "wake word" else r'heard "stop"'
+                before = daemon.count(pattern) - (1 if kind == "wake word" else 0)  # the question's own
+                room = card.record_speaker(source=card.mic_monitor)
+                card.play_into_mic(voice_clips.write_wav(tmp / "s.wav", said))
+                seconds = reaction(room.samples(), said, voiced_end(said))
+                heard = daemon.count(pattern) - before > (1 if kind == "wake word" else 0)
+                if heard and seconds < 1.5:
+                    times[kind].append(seconds)
+                else:
+                    missed[kind] += 1
+                print(f"trial {trial}: {text!r} in {voice} → {'heard' if heard else 'MISSED'}, silent after "
+                      f"{seconds * 1000:.0f} ms at the microphone", file=sys.stderr)
+                if not heard:  # let the story run out, or stop it
+                    card.play_into_mic(voice_clips.write_wav(tmp / "w.wav", voice_clips.concat(
+                        voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(1.0))))
+                daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=120)
+            for kind, got in times.items():
+                if got:
+                    print(f"{kind}: heard {len(got)}/{len(got) + missed[kind]}; end of speech → silent at the "
+                          f"microphone, median {statistics.median(got) * 1000:.0f} ms, max {max(got) * 1000:.0f} ms "
+                          f"(through the {args.delay_ms:.0f} ms echo path)")
+            if args.self_talk:
+                self_talk(daemon, card, server, question, args.self_talk)
+            status = json.loads(subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
+                                               capture_output=True, text=True, timeout=30).stdout)
+            print(f"status: echo {status.get('echo')}, counters {status['counters']}")
+        finally:
+            if args.debug:
+                log = REPO / "bench-results" / "echo-live-daemon.log"
+                log.parent.mkdir(exist_ok=True)
+                log.write_text(daemon.log())
+                print(f"the daemon's log: {log}", file=sys.stderr)
+            daemon.kill()
+            card.remove_echo(module)
+
+
+def self_talk(daemon, card, server, question: Path, minutes: float) -> None:
+    """Her long replies heard back for `minutes`: what she took for the user."""
+    began = time.monotonic()
+    turns_before = len(server.turns())
+    wakes_before = daemon.count(r"wake word hey_jarvis \(score")
+    stops_before = daemon.count(r'heard "stop"')
+    asked = 0
+    spoken = 0.0
+    while time.monotonic() - began < minutes * 60:
+        waits = daemon.count("waiting for the wake word")
+        card.play_into_mic(question)
+        asked += 1
+        started = time.monotonic()
+        daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=600)
+        spoken += time.monotonic() - started
+    wakes = daemon.count(r"wake word hey_jarvis \(score") - wakes_before - asked
+    stops = daemon.count(r'heard "stop"') - stops_before
+    extra = len(server.turns()) - turns_before - asked
+    print(f"self-talk: {spoken / 60:.1f} min of her voice heard back over {asked} replies: "
+          f"{stops} false stops, {wakes} extra wakes, {extra} extra model requests, "
+          f"{daemon.count('ignored a')} wakes or stops her own voice could explain, suppressed")
+
+
+def main() -> int:
+    """Parse the arguments; run the offline table or the live measurements."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=2.0, help="length of each offline scene")
+    parser.add_argument("--cancellers", default="webrtc,speex,none")
+    parser.add_argument("--rooms", default="loopback,room")
+    parser.add_argument("--delay-ms", type=float, default=60.0)
+    parser.add_argument("--echo-db", type=float, default=-6.0, help="her echo's gain at the microphone")
+    parser.add_argument("--live", action="store_true")
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--drifting", action="store_true",
+                        help="live: an echo path that drifts, as between two devices' clocks")
+    parser.add_argument("--self-talk", type=float, default=0.0, help="minutes of self-talk (live)")
+    parser.add_argument("--debug", action="store_true",
+                        help="every word said and every candidate (live: the daemon's DEBUG log kept)")
+    args = parser.parse_args()
+    global DEBUG
+    DEBUG = args.debug
+    if args.live:
+        live(args)
+    else:
+        offline(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
