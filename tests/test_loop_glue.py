@@ -834,22 +834,24 @@ def wake_frame(rig: Rig, loudness: int) -> AudioFrame:
     return AudioFrame(samples, rig.clock.now)
 
 
+async def wake_over_her(rig: Rig, loudness: int) -> str:
+    """The wake word `loudness` loud while her first sentence plays; the state right after it."""
+    rig.player.hold = asyncio.Event()
+    await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+    await until(rig, d.SPEAKING)
+    await rig.loop.on_frame(wake_frame(rig, loudness))
+    state = rig.loop.state
+    rig.player.hold.set()
+    rig.player.hold = None
+    await settle(rig)
+    return state
+
+
 @pytest.mark.parametrize("loudness, barged", [(0, False), (9000, True)])
 def test_a_wake_word_over_her_reply_counts_only_when_the_user_is_louder_than_her_echo(loudness, barged):
     rig = echo_rig()
 
-    async def scenario():
-        rig.player.hold = asyncio.Event()  # her first sentence is playing
-        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
-        await until(rig, d.SPEAKING)
-        await rig.loop.on_frame(wake_frame(rig, loudness))
-        state = rig.loop.state
-        rig.player.hold.set()
-        rig.player.hold = None
-        await settle(rig)
-        return state
-
-    state = asyncio.run(scenario())
+    state = asyncio.run(wake_over_her(rig, loudness))
     counters = rig.loop.status()["counters"]
     assert state == (d.LISTENING if barged else d.SPEAKING)
     assert counters["barge_ins"] == int(barged) and counters["self_wakes_suppressed"] == int(not barged)
@@ -1042,17 +1044,6 @@ def test_a_wake_word_just_after_she_said_it_herself_is_her_own():
     rig = echo_rig()
     rig.model.reply = "Jarvis is a name from the stories. It is lovely."
 
-    async def scenario():
-        rig.player.hold = asyncio.Event()  # her first sentence, with "Jarvis", is playing
-        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
-        await until(rig, d.SPEAKING)
-        await rig.loop.on_frame(wake_frame(rig, 9000))  # loud enough to be the user …
-        state = rig.loop.state
-        rig.player.hold.set()
-        rig.player.hold = None
-        await settle(rig)
-        return state
-
-    state = asyncio.run(scenario())
-    assert state == d.SPEAKING  # … but she just said the name herself
+    state = asyncio.run(wake_over_her(rig, 9000))  # her first sentence says "Jarvis"; this is loud
+    assert state == d.SPEAKING  # enough to be the user, but she just said the name herself
     assert rig.loop.counters.self_wakes_suppressed == 1 and rig.loop.counters.barge_ins == 0
