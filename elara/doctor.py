@@ -274,16 +274,16 @@ def check_listening(settings: Settings) -> Check:
                f"beam {transcriber.beam_size}; ")
     audio = settings.audio
     if audio.echo_cancellation:
-        from elara.voice.echo import make_canceller
+        from elara.voice.echo import CANCELLER_NEEDS, make_canceller
 
         try:
             make_canceller(audio.echo_canceller)
         except (ImportError, OSError) as exc:
-            package = "libspeexdsp1" if audio.echo_canceller == "speex" else "pywebrtc-audio"
             return failed(LISTENING, f"echo cancellation is on but the {audio.echo_canceller} canceller "
                           f"(Audio.EchoCanceller) does not load: {exc}",
-                          f"run scripts/setup (it installs {package}), set Audio.EchoCanceller to the "
-                          "other one, or set Audio.EchoCancellation to false")
+                          f"run scripts/setup (it installs {CANCELLER_NEEDS[audio.echo_canceller]}), "
+                          "set Audio.EchoCanceller to the other one, or set Audio.EchoCancellation "
+                          "to false")
         detail += f"echo cancellation {audio.echo_canceller}"
         if audio.stop_without_wake_word:
             detail += ", \"stop\" heard without the wake word"

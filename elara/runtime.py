@@ -31,7 +31,7 @@ from elara.memory.manager import Memory
 from elara.providers import Provider, describe
 from elara.settings import Settings
 from elara.timers import TimerBook
-from elara.voice.echo import EchoFilter, make_canceller
+from elara.voice.echo import CANCELLER_NEEDS, EchoFilter, make_canceller
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_synthesizer, load_transcriber, load_wake
 from elara.voice.loop import VoiceParts
@@ -212,11 +212,9 @@ def make_echo_filter(speaker: Speaker, kind: str = "speex") -> EchoFilter | None
     try:
         canceller = make_canceller(kind)
     except (ImportError, OSError) as exc:
-        fix = ("apt-get install libspeexdsp1" if kind == "speex"
-               else ".venv/bin/pip install pywebrtc-audio==0.2.0")
         log.warning("echo cancellation is off: the %s canceller (Audio.EchoCanceller) did not load (%s); "
-                    "Elara mutes the wake word while she speaks. Fix: %s (scripts/setup does), or set "
-                    "Audio.EchoCancellation to false", kind, exc, fix)
+                    "Elara mutes the wake word while she speaks. Fix: install %s (scripts/setup does), "
+                    "or set Audio.EchoCancellation to false", kind, exc, CANCELLER_NEEDS[kind])
         return None
     return EchoFilter(canceller, speaker.history)
 

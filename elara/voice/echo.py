@@ -6,8 +6,8 @@ The speaker records every block it plays by when it is heard (`PlaybackHistory`)
 and hands both to the canceller. Two cancellers sit behind one Protocol (`Audio.EchoCanceller`):
 speexdsp's MDF filter with its residual-echo suppressor (`speex`, the default), through ctypes on
 Debian's libspeexdsp1, and WebRTC's AEC3 (`webrtc`, pywebrtc-audio). Measured by
-`scripts/bench_echo.py`: both take her echo down by 30–50 dB, but AEC3 also crushes a person
-talking over her (one "stop" in six heard through it, against five in six through speex), and
+`scripts/bench_echo.py`: both take her echo down by 25–50 dB, but AEC3 also crushes a person
+talking over her (7 of 36 "stop"s heard through it, against 29 of 36 through speexdsp), and
 hearing the person over her is what echo cancellation is for here.
 
 An adaptive filter learns the echo at one delay behind its reference, but the time stamps that
@@ -69,8 +69,9 @@ class Canceller(Protocol):
         """Forget the room (a new device)."""
 
 
-#: `Audio.EchoCanceller` values
-CANCELLERS = ("speex", "webrtc")
+#: `Audio.EchoCanceller` values, and what each needs installed (scripts/setup installs both)
+CANCELLER_NEEDS = {"speex": "Debian's libspeexdsp1", "webrtc": "pywebrtc-audio==0.2.0"}
+CANCELLERS = tuple(CANCELLER_NEEDS)
 #: speexdsp's filter counts as having learnt the room once it takes at least this much of her echo
 #: away and has stopped getting better: by less than `SETTLED_DB` over `SETTLE_FRAMES` frames of
 #: her voice (switched over sooner, what is left of her voice is loud enough for Whisper to hear)
@@ -99,8 +100,8 @@ class LearningCanceller:
     """speexdsp's canceller, with WebRTC's AEC3 standing in while it learns the room.
 
     AEC3 takes her echo away within half a second but also most of a person talking over her;
-    speexdsp's adaptive filter lets the person through but needs two to five seconds of her
-    voice to learn the room. Both run on every frame; the output is AEC3's until speexdsp has
+    speexdsp's adaptive filter lets the person through but needs several seconds of her voice to
+    learn the room. Both run on every frame; the output is AEC3's until speexdsp has
     taken `LEARNT_ERLE_DB` away over a stretch of her voice and stopped getting better, and
     speexdsp's from then on (again AEC3's after `reset`, a new device)."""
 
