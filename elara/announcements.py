@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 ANNOUNCEMENT = "announcement"
 #: why an announcement is made (its record's `why`)
 TIMER_DONE, TIMER_MISSED, MODEL_BACK, STARTUP = "timer", "timer_missed", "model_back", "startup"
+#: a spoken apology for a turn that failed before it reached the orchestrator (never stored)
+APOLOGY = "apology"
 #: seconds from the end of one ring to the next
 RING_GAP_SECONDS = 3.0
 #: seconds before an announcement the speaker could not play is tried again
@@ -46,6 +48,7 @@ class Announcement:
     chime: bool = True
     rings: bool = False
     timer_id: str | None = None
+    stored: bool = True  # False: said, but kept out of the history (an apology)
 
 
 @dataclass

@@ -257,6 +257,8 @@ class Alarms:
 
     def heard(self, announcement: Announcement) -> None:
         """The announcer's `on_heard`: store the announcement; a ringing timer's record says so."""
+        if not announcement.stored:
+            return
         record = announcement_record(announcement, self._clock())
         self._chain(self._append(record))
         if announcement.timer_id is not None and announcement.rings:

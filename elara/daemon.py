@@ -81,10 +81,10 @@ class Daemon:
         store = wiring.open_store(self.settings)  # a wrong key stops start-up before anything loads
         self.notifier.status("loading models")
         rt = self.runtime = await runtime.build(self.settings, store, clock=self.clock)
+        shown = rt.models()
         log.info("models loaded: wake word %s, speech-to-text %s (%.1f s), voice %s (%.1f s)",
-                 ", ".join(rt.wake.names), rt.settings.speech_to_text.model,
-                 rt.transcriber.load_seconds, rt.settings.text_to_speech.voice,
-                 rt.synthesizer.load_seconds)
+                 ", ".join(rt.wake.names), shown["speech_to_text"], rt.transcriber.load_seconds,
+                 shown["voice"], rt.synthesizer.load_seconds)
         await rt.memory.apply_retention()
         loop = self.loop = VoiceLoop(rt.voice, clock=self.clock, on_state=self._state_changed,
                                      announcer=rt.announcer)

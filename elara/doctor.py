@@ -49,6 +49,7 @@ HISTORY = "history"
 HISTORY_PERMISSIONS = "history permissions"
 UNITS = "systemd units"
 LISTENING = "listening setup"
+SPEECH_SERVICE = "speech service"  # one check per engine set to a Wyoming service
 
 #: How a model kind is named in a check: `wake word hey_jarvis`, `speech to text tiny.en`, ...
 MODEL_KINDS = {"wake_word": "wake word", "speech_to_text": "speech to text",
@@ -292,6 +293,31 @@ def check_listening(settings: Settings) -> Check:
     barge_in = audio.echo_cancellation if audio.barge_in is None else audio.barge_in
     detail += f", barge-in {'on' if barge_in else 'off'}"
     return passed(LISTENING, detail)
+
+
+def check_speech_services(settings: Settings) -> list[Check]:
+    """Each engine set to a Wyoming service answers `describe`, and says what it runs."""
+    import time
+
+    from elara.voice.engines import remote_engines
+    from elara.voice.remote import describe_info
+
+    checks = []
+    for key, value, client in remote_engines(settings):
+        name = f"{SPEECH_SERVICE} {client.service}"
+        section = key.split(".")[0]
+        fallback = (settings.speech_to_text if section == "SpeechToText" else settings.text_to_speech).fallback_to_local
+        standby = (f"the local engine answers while it is down ({section}.FallbackToLocal)" if fallback
+                   else f"nothing answers while it is down ({section}.FallbackToLocal is false)")
+        started = time.perf_counter()
+        try:
+            info = describe_info(client.describe())
+        except ElaraError as exc:
+            checks.append(failed(name, f"{exc}; {standby}",
+                                 f"start the service at {value}, or set {key} to where it runs (or local)"))
+            continue
+        checks.append(passed(name, f"{value} answers in {time.perf_counter() - started:.3f} s: {info}; {standby}"))
+    return checks
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,6 +624,8 @@ def run_checks(config_path: str | os.PathLike[str] | None = None, *,
         emit(check_models(settings, load_model))
         emit(_bounded_checks((LISTENING,), MODEL_SECONDS, lambda: [check_listening(settings)],
                              "check that the machine is not overloaded"))
+        emit(_bounded_checks((SPEECH_SERVICE,), MODEL_SECONDS, lambda: check_speech_services(settings),
+                             "check the speech services answer (their logs)"))
         seconds = 2 * ollama_timeout(settings) + 5
         emit(_bounded_checks((LANGUAGE_MODEL,), seconds, lambda: [check_language_model(settings)],
                              "check Ollama (`ollama ps`, its log) and LanguageModel.Host"))

@@ -146,6 +146,26 @@ class LanguageModelError(ElaraError):
         return self.APOLOGIES.get(self.code, self.APOLOGIES["model_error"])
 
 
+class SpeechServiceError(ElaraError):
+    """A remote speech engine (a Wyoming service) is unreachable, too slow, or failed mid-request."""
+
+    code = "speech_service"
+    exit_status = EX_UNAVAILABLE
+
+    APOLOGIES: ClassVar[Mapping[str, str]] = {
+        "unreachable": "I can't reach the speech service right now.",
+        "timeout": "The speech service took too long to answer.",
+        "connection_lost": "I lost the connection to the speech service.",
+        "service_error": "The speech service ran into a problem.",
+        "speech_service": "The speech service ran into a problem.",
+    }
+
+    def __init__(self, message: str, *, code: str | None = None, service: str = "speech") -> None:
+        super().__init__(message, code=code)
+        #: "speech-to-text" or "text-to-speech"
+        self.service = service
+
+
 # ---------------------------------------------------------------------------------------------
 # sound
 

@@ -27,14 +27,16 @@ from elara.audio.reference import PlaybackHistory
 from elara.commands import Alarms
 from elara.conversation.store import ConversationStore
 from elara.dialogue import Dialogue
+from elara.errors import ElaraError
 from elara.memory.manager import Memory
 from elara.providers import Provider, describe
 from elara.settings import Settings
 from elara.timers import TimerBook
 from elara.voice.echo import CANCELLER_NEEDS, EchoFilter, make_canceller
 from elara.voice.endpoint import Segmenter
-from elara.voice.engines import load_synthesizer, load_transcriber, load_wake
-from elara.voice.loop import VoiceParts
+from elara.voice.engines import load_speech_to_text, load_text_to_speech, load_wake
+from elara.voice.loop import SpeechToText, VoiceParts
+from elara.voice.remote import FailoverSynthesizer, FailoverTranscriber
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
@@ -53,8 +55,11 @@ SOURCES: dict[str, Callable[[Settings], object]] = {
     "vad": lambda s: s.listening.vad,
     "transcriber": lambda s: (s.speech_to_text.model, s.speech_to_text.language,
                               s.speech_to_text.beam_size, s.speech_to_text.window_seconds,
-                              s.speech_to_text.no_speech_threshold),
-    "synthesizer": lambda s: (s.text_to_speech.voice, s.text_to_speech.length_scale),
+                              s.speech_to_text.no_speech_threshold, s.speech_to_text.engine,
+                              s.speech_to_text.fallback_to_local, s.speech_to_text.timeout_seconds),
+    "synthesizer": lambda s: (s.text_to_speech.voice, s.text_to_speech.length_scale, s.text_to_speech.engine,
+                              s.text_to_speech.remote_voice, s.text_to_speech.fallback_to_local,
+                              s.text_to_speech.timeout_seconds),
     "microphone": lambda s: s.audio.input_device,
     "speaker": lambda s: (s.audio.output_device, s.audio.output_latency_ms, s.audio.echo_cancellation),
     # the canceller has learnt the room between this microphone and this speaker
@@ -77,8 +82,8 @@ class Runtime:
     monitor: wiring.ContextMonitor
     wake: WakeWordDetector
     vad: VoiceActivity
-    transcriber: Transcriber
-    synthesizer: PiperSynthesizer
+    transcriber: Transcriber | FailoverTranscriber
+    synthesizer: PiperSynthesizer | FailoverSynthesizer
     microphone: Microphone
     speaker: Speaker
     echo: EchoFilter | None
@@ -91,9 +96,14 @@ class Runtime:
     def models(self) -> dict[str, Any]:
         """Which models answer, for `elara status`."""
         s = self.settings
-        return {"wake_word": list(self.wake.names), "speech_to_text": s.speech_to_text.model,
-                "voice": s.text_to_speech.voice, "language_model": self.llm.model,
-                "ollama": s.language_model.host, "answering": describe(self.llm, s.language_model.provider)}
+        remote = {name: engine.status() for name, engine in (("speech_to_text", self.transcriber),
+                                                              ("text_to_speech", self.synthesizer))
+                  if isinstance(engine, FailoverTranscriber | FailoverSynthesizer)}
+        return {"wake_word": list(self.wake.names),
+                "speech_to_text": s.speech_to_text.engine if "speech_to_text" in remote else s.speech_to_text.model,
+                "voice": s.text_to_speech.engine if "text_to_speech" in remote else s.text_to_speech.voice,
+                "language_model": self.llm.model, "ollama": s.language_model.host,
+                "answering": describe(self.llm, s.language_model.provider), "remote_engines": remote}
 
 
 async def build(settings: Settings, store: ConversationStore, *, previous: Runtime | None = None,
@@ -106,8 +116,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
         return None
 
     wake, transcriber, synthesizer = await asyncio.gather(
-        _load(reused("wake"), load_wake, settings), _load(reused("transcriber"), load_transcriber, settings),
-        _load(reused("synthesizer"), load_synthesizer, settings))
+        _load(reused("wake"), load_wake, settings), _load(reused("transcriber"), load_speech_to_text, settings),
+        _load(reused("synthesizer"), load_text_to_speech, settings))
     opened: list[Callable[[], Awaitable[None]]] = []  # undone if a later part fails
     try:
         microphone = reused("microphone")
@@ -194,10 +204,14 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
         await old.llm.aclose()
 
 
-def transcript_confirmer(transcriber: Transcriber) -> Callable[[np.ndarray, str], bool]:
+def transcript_confirmer(transcriber: SpeechToText) -> Callable[[np.ndarray, str], bool]:
     """Confirms a doubtful wake when Whisper hears the wake word's name in the audio."""
     def confirm(audio: np.ndarray, name: str) -> bool:
-        transcript = transcriber.transcribe(audio)
+        try:
+            transcript = transcriber.transcribe(audio)
+        except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed
+            log.warning("could not check a doubtful wake: %s", exc)
+            return False
         log.debug("the wake check heard %r", transcript.text)
         return names_wake_word(transcript.text, name)
 

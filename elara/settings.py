@@ -33,6 +33,16 @@ def _keep_alive(value: float | str) -> str | None:
     return None
 
 
+def _engine(value: str) -> str | None:
+    from elara.voice.remote import parse_engine
+
+    try:
+        parse_engine(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _not_blank(value: str) -> str | None:
     return "expected a non-empty string" if not value.strip() else None
 
@@ -198,7 +208,7 @@ class ListeningSettings:
 
 @dataclass(frozen=True)
 class SpeechToTextSettings:
-    """`SpeechToText`: the Whisper model and how its output is trusted."""
+    """`SpeechToText`: the Whisper model, how its output is trusted, and where it runs."""
 
     model: str = setting("Model", check=_not_blank)
     language: str | None = setting("Language")
@@ -206,15 +216,25 @@ class SpeechToTextSettings:
     window_seconds: float = setting("WindowSeconds", min=5, max=30)
     no_speech_threshold: float = setting("NoSpeechThreshold", min=0.0, max=1.0)
     early_start_ms: int = setting("EarlyStartMs", min=0, max=10_000)
+    # local (Whisper in-process) or a Wyoming service: wyoming://host:port, unix:///path
+    engine: str = setting("Engine", check=_engine)
+    fallback_to_local: bool = setting("FallbackToLocal")
+    timeout_seconds: float = setting("TimeoutSeconds", min=0.5, max=120)
 
 
 @dataclass(frozen=True)
 class TextToSpeechSettings:
-    """`TextToSpeech`: the Piper voice and its pace."""
+    """`TextToSpeech`: the Piper voice, its pace, and where it runs."""
 
     voice: str = setting("Voice", check=_not_blank)
     length_scale: float = setting("LengthScale", min=0.3, max=3.0)
     first_chunk_words: int = setting("FirstChunkWords", min=0, max=100)
+    # local (Piper in-process) or a Wyoming service: wyoming://host:port, unix:///path
+    engine: str = setting("Engine", check=_engine)
+    # the service's voice (null: its default); Voice stays the local one
+    remote_voice: str | None = setting("RemoteVoice")
+    fallback_to_local: bool = setting("FallbackToLocal")
+    timeout_seconds: float = setting("TimeoutSeconds", min=0.5, max=120)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,9 @@ def test_embedded_provider_settings_from_the_environment():
     ({"ELARA__Listening__FinishedMs": "700", "ELARA__Listening__UncertainPauseMs": "1300",
       "ELARA__Listening__EndSilenceMs": "650"}, "Listening.FinishedMs (700) is longer than Listening.EndSilenceMs"),
     ({"ELARA__Audio__OutputLatencyMs": "5"}, "Audio.OutputLatencyMs: expected an integer from 10"),
+    ({"ELARA__SpeechToText__Engine": "http://box:10300"}, "SpeechToText.Engine: 'http://box:10300': expected local, wyoming://host:port"),
+    ({"ELARA__TextToSpeech__Engine": "wyoming://box"}, "TextToSpeech.Engine: 'wyoming://box' needs a host and a port"),
+    ({"ELARA__TextToSpeech__TimeoutSeconds": "0"}, "TextToSpeech.TimeoutSeconds: expected a number from 0.5"),
 ])
 def test_bad_values_name_the_path(env, message):
     with pytest.raises(ConfigError) as info:

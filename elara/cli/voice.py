@@ -101,6 +101,15 @@ def _models(args: argparse.Namespace, settings: Settings) -> int:
             status, failures = f"✗ {exc}", failures + 1
         print(f"{mark} {record.config_key:<20} {record.name:<18} {status}  ({record.source}: {record.path})")
     print("* = selected by the configuration")
+    from elara.voice.engines import remote_engines
+    from elara.voice.remote import describe_info
+
+    for key, value, client in remote_engines(settings):
+        try:
+            print(f"* {key:<20} {value}  ✓ {describe_info(client.describe())}")
+        except ElaraError as exc:
+            print(f"* {key:<20} {value}  ✗ {exc}")
+            failures += 1
     return 1 if failures else 0
 
 

@@ -8,23 +8,39 @@ a worker thread in the daemon.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from elara.audio.frames import FRAME_SAMPLES, AudioFrame
-from elara.errors import ConfigError, ModelLoadError, ModelNotFoundError
+from elara.errors import ConfigError, ElaraError, ModelLoadError, ModelNotFoundError, SpeechServiceError
 from elara.paths import config_home
 from elara.settings import Settings, SpeechToTextSettings, TextToSpeechSettings, WakeWordSettings
 from elara.voice import models
 from elara.voice.models import ModelRecord
+from elara.voice.remote import (
+    FailoverSynthesizer,
+    FailoverTranscriber,
+    ServiceHealth,
+    WyomingClient,
+    WyomingSynthesizer,
+    WyomingTranscriber,
+    describe_info,
+    parse_engine,
+)
 from elara.voice.stt import Transcriber
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.vad import SileroVad
 from elara.voice.verifier import WakeVerifier
 from elara.voice.wake import WakeWordDetector
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # ---------------------------------------------------------------------------------------------
 # from records
@@ -90,6 +106,83 @@ def load_synthesizer(settings: Settings) -> PiperSynthesizer:
     """The configured Piper voice, loaded."""
     record = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())
     return synthesizer(record, settings.text_to_speech)
+
+
+def load_speech_to_text(settings: Settings) -> Transcriber | FailoverTranscriber:
+    """The configured speech-to-text engine: local Whisper, or a Wyoming service with local
+    Whisper standing by (`SpeechToText.FallbackToLocal`)."""
+    stt = settings.speech_to_text
+    address = parse_engine(stt.engine)
+    if address is None:
+        return load_transcriber(settings)
+    client = WyomingClient(address, "speech-to-text", timeout=stt.timeout_seconds)
+    local = _standby("SpeechToText", load_transcriber, settings) if stt.fallback_to_local else None
+    engine = FailoverTranscriber(WyomingTranscriber(client, language=stt.language), local, ServiceHealth(),
+                                 engine=stt.engine, service="speech-to-text")
+    engine.info = _describe(client, engine.health)
+    return engine
+
+
+def load_text_to_speech(settings: Settings) -> PiperSynthesizer | FailoverSynthesizer:
+    """The configured text-to-speech engine: local Piper, or a Wyoming service with the local
+    voice standing by (`TextToSpeech.FallbackToLocal`)."""
+    tts = settings.text_to_speech
+    address = parse_engine(tts.engine)
+    if address is None:
+        return load_synthesizer(settings)
+    client = WyomingClient(address, "text-to-speech", timeout=tts.timeout_seconds)
+    local = _standby("TextToSpeech", load_synthesizer, settings) if tts.fallback_to_local else None
+    remote = WyomingSynthesizer(client, voice=tts.remote_voice,
+                                sample_rate=local.sample_rate if local is not None else 22_050)
+    engine = FailoverSynthesizer(remote, local, ServiceHealth(), engine=tts.engine, service="text-to-speech")
+    engine.info = _describe(client, engine.health)
+    if engine.info is not None:
+        # wyoming-piper loads a voice on its first request (≈0.5 s): not on the first reply's time
+        started = time.perf_counter()
+        try:
+            remote.synthesize("Ready.")
+            engine.load_seconds = time.perf_counter() - started
+        except SpeechServiceError as exc:
+            engine.health.failed(exc)
+            log.warning("%s", exc)
+    return engine
+
+
+def _standby(section: str, loader: Callable[[Settings], T], settings: Settings) -> T | None:
+    """The local engine that answers while the service is down, or None (logged) if it can't load."""
+    try:
+        return loader(settings)
+    except ElaraError as exc:
+        log.warning("%s.FallbackToLocal: the local engine does not load, so nothing answers while the "
+                    "service is down: %s", section, exc)
+        return None
+
+
+def _describe(client: WyomingClient, health: ServiceHealth) -> str | None:
+    """The service's programs and models, asked at start-up; None (logged) when it does not
+    answer — a service may start after Elara, and calls try it again."""
+    started = time.perf_counter()
+    try:
+        info = describe_info(client.describe())
+    except SpeechServiceError as exc:
+        health.failed(exc)
+        log.warning("%s", exc)
+        return None
+    log.info("%s at %s: %s (asked in %.3f s)", client.service, client.address, info,
+             time.perf_counter() - started)
+    return info
+
+
+def remote_engines(settings: Settings) -> list[tuple[str, str, WyomingClient]]:
+    """The engines configured as Wyoming services: (config key, value, a client for it)."""
+    found = []
+    for section, service, values in (("SpeechToText", "speech-to-text", settings.speech_to_text),
+                                     ("TextToSpeech", "text-to-speech", settings.text_to_speech)):
+        address = parse_engine(values.engine)
+        if address is not None:
+            found.append((f"{section}.Engine", values.engine,
+                          WyomingClient(address, service, timeout=values.timeout_seconds)))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------

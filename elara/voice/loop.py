@@ -25,10 +25,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from elara import dialogue as d
-from elara.announcements import Announcement, Announcer, chime
+from elara.announcements import APOLOGY, Announcement, Announcer, chime
 from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioClip, AudioFrame
 from elara.conversation.messages import PromptReady
-from elara.errors import LanguageModelError
+from elara.errors import ElaraError, LanguageModelError
 from elara.orchestrator import TurnResult
 from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in
 from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
@@ -757,6 +757,10 @@ class VoiceLoop:
         except Exception as exc:  # speech-to-text failing must not end the daemon
             log.error("speech-to-text failed: %s", exc)
             self._fail(turn, "stt")
+            apology = exc.apology if isinstance(exc, ElaraError) else None
+            if apology and self.announcer is not None:
+                # said at the next quiet moment, which is now: the turn has just been given up
+                self.announcer.post(Announcement(apology, APOLOGY, chime=False, stored=False))
             return
         finally:
             self._buffer = []

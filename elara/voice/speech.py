@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from elara.audio.frames import AudioClip
+from elara.errors import ElaraError
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +213,9 @@ class SpeechSink:
                     continue
                 try:
                     clip = await asyncio.to_thread(self._synthesizer.synthesize, text)
+                except ElaraError as exc:  # a speech service down: said once per sentence, no trace
+                    log.error("text-to-speech failed for a sentence; skipping it: %s", exc)
+                    continue
                 except Exception:  # a sentence Piper can't say must not silence the rest
                     log.exception("text-to-speech failed for a sentence; skipping it")
                     continue

@@ -1,0 +1,437 @@
+"""Speech engines on another machine, over the Wyoming protocol (wyoming-faster-whisper,
+wyoming-piper, Home Assistant's add-ons).
+
+A remote engine is one more implementation of the engine Protocols the loop and the speech sink
+already use — `transcribe(samples) → Transcript` and `synthesize(text) → AudioClip` — so the
+speculative transcription, the turn judge and the echo reference work unchanged. Each call is
+one request on its own connection: the servers keep no state between requests, and a fresh
+connection after a failure is the retry. Calls block (the loop runs them in worker threads) and
+every read is bounded by a timeout, so a service that dies or never answers fails the call with
+a `SpeechServiceError`, never hangs a turn.
+
+`FailoverTranscriber` and `FailoverSynthesizer` put a remote engine in front of an optional local
+one: after a failure the remote one is left alone for a backoff (1 s, doubling to a minute) and
+the local engine answers meanwhile; without a local engine the call fails at once while the
+service is known to be down, with the apology the orchestrator speaks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, cast
+from urllib.parse import urlparse
+
+import numpy as np
+
+from elara.audio.frames import SAMPLE_RATE, AudioClip
+from elara.errors import SpeechServiceError
+from elara.voice.stt import Transcript
+from elara.voice.tts import speakable
+
+log = logging.getLogger(__name__)
+
+LOCAL = "local"
+#: Samples of 16 kHz audio sent per audio-chunk event (a quarter of a second).
+CHUNK_SAMPLES = 4_000
+#: Seconds a connection may take to open; a service that is down fails fast.
+CONNECT_SECONDS = 2.0
+FIRST_RETRY_SECONDS = 1.0
+MAX_RETRY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class ServiceAddress:
+    """Where a Wyoming service listens: a TCP host and port, or a Unix socket path."""
+
+    host: str | None = None
+    port: int | None = None
+    path: str | None = None
+
+    def __str__(self) -> str:
+        return f"unix://{self.path}" if self.path is not None else f"tcp://{self.host}:{self.port}"
+
+
+def parse_engine(value: str) -> ServiceAddress | None:
+    """`local` → None; `wyoming://host:port`, `tcp://host:port` or `unix:///path` → the address.
+
+    Raises ValueError saying what is expected when the value is none of these."""
+    text = value.strip()
+    if text.lower() == LOCAL:
+        return None
+    parsed = urlparse(text)
+    if parsed.scheme == "unix":
+        path = (parsed.netloc + parsed.path) if parsed.netloc else parsed.path
+        if not path:
+            raise ValueError(f"{value!r} names no socket file; expected unix:///path/to/socket")
+        return ServiceAddress(path=path)
+    if parsed.scheme in ("wyoming", "tcp"):
+        try:
+            port = parsed.port
+        except ValueError:
+            port = None
+        if not parsed.hostname or port is None:
+            raise ValueError(f"{value!r} needs a host and a port, such as wyoming://127.0.0.1:10300")
+        return ServiceAddress(host=parsed.hostname, port=port)
+    raise ValueError(f"{value!r}: expected local, wyoming://host:port or unix:///path")
+
+
+# ---------------------------------------------------------------------------------------------
+# one request, one connection
+
+
+class Connection:
+    """An open connection to a Wyoming service: events out, events in, each read bounded."""
+
+    def __init__(self, sock: socket.socket, service: str, address: ServiceAddress) -> None:
+        self._sock = sock
+        self._file = cast(BinaryIO, sock.makefile("rwb"))
+        self.service = service
+        self.address = address
+
+    def send(self, *eventables: Any) -> None:
+        """Write events (wyoming Eventables) to the service."""
+        from wyoming.event import write_event
+
+        try:
+            for eventable in eventables:
+                write_event(eventable.event(), self._file)
+        except OSError as exc:
+            raise self._error("connection_lost", f"the connection broke while sending ({exc})") from exc
+
+    def receive(self) -> Any:
+        """The next event from the service; raises SpeechServiceError on a timeout, a closed
+        connection or a Wyoming `error` event."""
+        from wyoming.error import Error
+        from wyoming.event import read_event
+
+        try:
+            event = read_event(self._file)
+        except TimeoutError as exc:
+            raise self._error("timeout", "no answer within the timeout") from exc
+        except OSError as exc:
+            raise self._error("connection_lost", f"the connection broke ({exc})") from exc
+        if event is None:
+            raise self._error("connection_lost", "the service closed the connection mid-request")
+        if Error.is_type(event.type):
+            error = Error.from_event(event)
+            raise self._error("service_error", f"the service answered with an error: {error.text}")
+        return event
+
+    def close(self) -> None:
+        """Close the connection."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def _error(self, code: str, what: str) -> SpeechServiceError:
+        return SpeechServiceError(f"{self.service} at {self.address}: {what}", code=code,
+                                  service=self.service)
+
+
+class WyomingClient:
+    """Opens one connection per request to a Wyoming service."""
+
+    def __init__(self, address: ServiceAddress, service: str, *, timeout: float) -> None:
+        self.address = address
+        self.service = service  # "speech-to-text" or "text-to-speech", for messages
+        self.timeout = float(timeout)
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection for one request, closed after it."""
+        try:
+            if self.address.path is not None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(min(CONNECT_SECONDS, self.timeout))
+                try:
+                    sock.connect(self.address.path)
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                assert self.address.host is not None and self.address.port is not None
+                sock = socket.create_connection((self.address.host, self.address.port),
+                                                timeout=min(CONNECT_SECONDS, self.timeout))
+        except OSError as exc:
+            raise SpeechServiceError(
+                f"{self.service} at {self.address} is unreachable ({exc}). Fix: start the service, "
+                f"or point the Engine setting at where it runs (or at local)",
+                code="unreachable", service=self.service) from exc
+        sock.settimeout(self.timeout)
+        connection = Connection(sock, self.service, self.address)
+        try:
+            yield connection
+        finally:
+            connection.close()
+
+    def describe(self) -> Any:
+        """The service's `info` (wyoming.info.Info): its programs, models and voices."""
+        from wyoming.info import Describe, Info
+
+        with self.connect() as connection:
+            connection.send(Describe())
+            while True:
+                event = connection.receive()
+                if Info.is_type(event.type):
+                    return Info.from_event(event)
+
+
+def describe_info(info: Any) -> str:
+    """A one-line summary of a service's `info`: its programs and their models or voices."""
+    parts = []
+    for program in [*info.asr, *info.tts, *info.wake]:
+        items = getattr(program, "models", None) or getattr(program, "voices", None) or []
+        installed = [item.name for item in items if getattr(item, "installed", True)]
+        names = ", ".join(installed[:3]) + (f" and {len(installed) - 3} more" if len(installed) > 3 else "")
+        version = f" {program.version}" if getattr(program, "version", None) else ""
+        parts.append(f"{program.name}{version} ({names or 'nothing installed'})")
+    return "; ".join(parts) or "no speech programs"
+
+
+# ---------------------------------------------------------------------------------------------
+# the engines
+
+
+class WyomingTranscriber:
+    """Speech to text on a Wyoming service (a `loop.SpeechToText`); `transcribe` blocks."""
+
+    def __init__(self, client: WyomingClient, *, language: str | None = "en",
+                 model: str | None = None) -> None:
+        self.client = client
+        self.language = language
+        self.model = model  # None: the service's default model
+        self.load_seconds = 0.0
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        """Send 16 kHz mono audio (int16, or float in -1..1); the service's transcript.
+
+        Wyoming carries only the text: Whisper's confidence is not known here, so the transcript
+        counts as sure (no-speech 0, log probability 0) and the phantom filter judges its words."""
+        from wyoming.asr import Transcribe
+        from wyoming.audio import AudioChunk, AudioStart, AudioStop
+
+        started = time.perf_counter()
+        audio = np.asarray(samples).reshape(-1)
+        if audio.dtype.kind == "f":
+            audio = np.clip(audio * 32768.0, -32768, 32767)
+        pcm = audio.astype("<i2").tobytes()
+        audio_format = {"rate": SAMPLE_RATE, "width": 2, "channels": 1}
+        step = CHUNK_SAMPLES * 2
+        with self.client.connect() as connection:
+            connection.send(Transcribe(name=self.model, language=self.language), AudioStart(**audio_format),
+                            *(AudioChunk(audio=pcm[i:i + step], **audio_format) for i in range(0, len(pcm), step)),
+                            AudioStop())
+            text = self._transcript(connection)
+        return Transcript(text=text.strip(), no_speech_prob=0.0, avg_logprob=0.0,
+                          audio_seconds=len(audio) / SAMPLE_RATE, seconds=time.perf_counter() - started)
+
+    @staticmethod
+    def _transcript(connection: Connection) -> str:
+        from wyoming.asr import Transcript as WyomingTranscript
+        from wyoming.asr import TranscriptChunk, TranscriptStop
+
+        streamed: list[str] = []
+        while True:
+            event = connection.receive()
+            if WyomingTranscript.is_type(event.type):
+                return str(WyomingTranscript.from_event(event).text)
+            if TranscriptChunk.is_type(event.type):
+                streamed.append(TranscriptChunk.from_event(event).text)
+            elif TranscriptStop.is_type(event.type):  # a streaming service ends without a transcript
+                return "".join(streamed)
+
+
+class WyomingSynthesizer:
+    """Text to speech on a Wyoming service (a `speech.Synthesizer`); `synthesize` blocks.
+
+    One request per sentence: the speech sink already asks for sentence n+1 while sentence n
+    plays, so the first sentence is heard while later ones are still being made."""
+
+    def __init__(self, client: WyomingClient, *, voice: str | None = None,
+                 sample_rate: int = 22_050) -> None:
+        self.client = client
+        self.voice = voice  # None: the service's default voice
+        #: The rate of the last audio the service sent (the speaker resamples other rates).
+        self.sample_rate = sample_rate
+        self.load_seconds = 0.0
+
+    def synthesize(self, text: str) -> AudioClip:
+        """Speak `text` (cleaned by `speakable` first); an empty clip when nothing is left."""
+        from wyoming.audio import AudioChunk, AudioStart, AudioStop
+        from wyoming.tts import Synthesize, SynthesizeVoice
+
+        spoken = speakable(text)
+        if not spoken:
+            return AudioClip(samples=np.zeros(0, dtype=np.int16), sample_rate=self.sample_rate)
+        voice = SynthesizeVoice(name=self.voice) if self.voice else None
+        pieces: list[np.ndarray] = []
+        rate, width, channels = self.sample_rate, 2, 1
+        with self.client.connect() as connection:
+            connection.send(Synthesize(text=spoken, voice=voice))
+            while True:
+                event = connection.receive()
+                if AudioStart.is_type(event.type):
+                    start = AudioStart.from_event(event)
+                    rate, width, channels = start.rate, start.width, start.channels
+                elif AudioChunk.is_type(event.type):
+                    chunk = AudioChunk.from_event(event)
+                    rate, width, channels = chunk.rate, chunk.width, chunk.channels
+                    pieces.append(_mono_int16(chunk.audio, width, channels))
+                elif AudioStop.is_type(event.type):
+                    break
+        self.sample_rate = int(rate)
+        samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int16)
+        return AudioClip(samples=samples, sample_rate=int(rate))
+
+
+def _mono_int16(data: bytes, width: int, channels: int) -> np.ndarray:
+    """Raw little-endian PCM → mono int16 (the first channel)."""
+    if width == 2:
+        samples = np.frombuffer(data, dtype="<i2")
+    elif width == 4:
+        samples = (np.frombuffer(data, dtype="<i4") >> 16).astype(np.int16)
+    elif width == 1:
+        samples = ((np.frombuffer(data, dtype=np.uint8).astype(np.int16) - 128) << 8).astype(np.int16)
+    else:
+        raise SpeechServiceError(f"the text-to-speech service sent {width}-byte samples", code="service_error",
+                                 service="text-to-speech")
+    if channels > 1:
+        samples = samples[: len(samples) // channels * channels].reshape(-1, channels)[:, 0]
+    return samples.astype(np.int16, copy=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# backoff and falling back to the local engine
+
+
+class ServiceHealth:
+    """Whether to try a remote service now: always while it answers; after a failure, once the
+    backoff has passed (1 s, doubling with each failure in a row, at most a minute)."""
+
+    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic,
+                 first_retry: float = FIRST_RETRY_SECONDS, max_retry: float = MAX_RETRY_SECONDS) -> None:
+        self._monotonic = monotonic
+        self._first_retry = first_retry
+        self._max_retry = max_retry
+        self._lock = threading.Lock()
+        self.failures_in_a_row = 0
+        self.failures = 0
+        self.fallbacks = 0  # calls the local engine answered instead
+        self.retry_at: float | None = None
+        self.last_error: str | None = None
+
+    @property
+    def up(self) -> bool:
+        """True unless the last call to the service failed."""
+        return self.failures_in_a_row == 0
+
+    def should_try(self) -> bool:
+        """True when the service answers, or its backoff is over (then one call tries it)."""
+        with self._lock:
+            if self.retry_at is None:
+                return True
+            if self._monotonic() >= self.retry_at:
+                # One caller retries; the others wait for its answer's backoff.
+                self.retry_at = self._monotonic() + self._delay(self.failures_in_a_row)
+                return True
+            return False
+
+    def succeeded(self) -> None:
+        """The service answered."""
+        with self._lock:
+            self.failures_in_a_row = 0
+            self.retry_at = None
+
+    def failed(self, error: SpeechServiceError) -> None:
+        """The service failed: leave it alone for the next backoff."""
+        with self._lock:
+            self.failures_in_a_row += 1
+            self.failures += 1
+            self.last_error = error.code
+            self.retry_at = self._monotonic() + self._delay(self.failures_in_a_row)
+
+    def _delay(self, failures: int) -> float:
+        return min(self._max_retry, self._first_retry * 2 ** max(0, failures - 1))
+
+    def status(self) -> dict[str, Any]:
+        """For `elara status`: up or down, failures, when it is tried again."""
+        with self._lock:
+            retry = None if self.retry_at is None else max(0.0, self.retry_at - self._monotonic())
+            return {"state": "up" if self.failures_in_a_row == 0 else "down", "failures": self.failures,
+                    "fallbacks": self.fallbacks, "last_error": self.last_error,
+                    "retry_in_seconds": None if retry is None else round(retry, 1)}
+
+
+class _Failover:
+    """Calls the remote engine while it answers; else the local one, or a SpeechServiceError."""
+
+    def __init__(self, remote: Any, local: Any | None, health: ServiceHealth, *, engine: str,
+                 service: str) -> None:
+        self.remote = remote
+        self.local = local
+        self.health = health
+        self.engine = engine  # the Engine setting, for status and messages
+        self.service = service
+        self.load_seconds = 0.0
+        #: what the service said it runs, asked at start-up (None: it did not answer then)
+        self.info: str | None = None
+
+    def _call(self, method: str, *args: Any) -> Any:
+        if self.health.should_try():
+            try:
+                result = getattr(self.remote, method)(*args)
+            except SpeechServiceError as exc:
+                self.health.failed(exc)
+                log.warning("%s; %s", exc, "the local engine answers meanwhile" if self.local is not None
+                            else f"tried again in {self.health.status()['retry_in_seconds']} s")
+                if self.local is None:
+                    raise
+            else:
+                if not self.health.up:
+                    log.info("the %s service at %s answers again", self.service, self.engine)
+                self.health.succeeded()
+                return result
+        if self.local is None:
+            raise SpeechServiceError(
+                f"{self.service} at {self.engine} is down (last error: {self.health.last_error}); "
+                f"tried again in {self.health.status()['retry_in_seconds']} s", code="unreachable",
+                service=self.service)
+        self.health.fallbacks += 1
+        return getattr(self.local, method)(*args)
+
+    def status(self) -> dict[str, Any]:
+        """For `elara status`: the engine, its health, and whether a local engine stands by."""
+        return {"engine": self.engine, "info": self.info,
+                "fallback": "local" if self.local is not None else None, **self.health.status()}
+
+
+class FailoverTranscriber(_Failover):
+    """A remote speech-to-text engine with the local one standing by (a `loop.SpeechToText`)."""
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        """The remote transcript, or the local one while the service is down."""
+        transcript: Transcript = self._call("transcribe", samples)
+        return transcript
+
+
+class FailoverSynthesizer(_Failover):
+    """A remote text-to-speech engine with the local one standing by (a `speech.Synthesizer`)."""
+
+    @property
+    def sample_rate(self) -> int:
+        """The rate the remote voice speaks at (the local one's while only it has spoken)."""
+        if self.local is not None and self.health.fallbacks and not self.health.up:
+            return int(self.local.sample_rate)
+        return int(self.remote.sample_rate)
+
+    def synthesize(self, text: str) -> AudioClip:
+        """The remote voice, or the local one while the service is down."""
+        clip: AudioClip = self._call("synthesize", text)
+        return clip
