@@ -96,3 +96,20 @@ def embedded_model():
         yield model
     finally:
         model.close()
+
+
+# --- parallel runs: what can't share the machine goes one test at a time -------------------------
+
+#: Modules whose tests run `scripts/setup` (through `scripts/install`): two at once would race
+#: on the virtual environment when it needs a reinstall.
+ONE_AT_A_TIME_MODULES = frozenset({"test_systemd_units.py"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadgroup`, as `scripts/test` runs it), every test on the
+    virtual sound card (its audio runs in real time) and every test that runs the set-up goes to
+    one worker, one at a time; the other worker takes the rest."""
+    one_at_a_time = pytest.mark.xdist_group("one-at-a-time")
+    for item in items:
+        if "sound_card" in getattr(item, "fixturenames", ()) or item.path.name in ONE_AT_A_TIME_MODULES:
+            item.add_marker(one_at_a_time)

@@ -297,7 +297,8 @@ def test_from_settings() -> None:
                                   uncertain_pause_ms=1300,
                                   speculative_reply=True)
     stt = SpeechToTextSettings(model="tiny.en", language="en", beam_size=1, window_seconds=10,
-                               no_speech_threshold=0.6, early_start_ms=160)
+                               no_speech_threshold=0.6, early_start_ms=160, engine="local",
+                               fallback_to_local=True, timeout_seconds=10)
     seg = Segmenter.from_settings(listening, stt)
     assert seg.max_pause_ms is None  # the judgment is off: EndSilenceMs ends every pause
     assert (seg.pre_roll_ms, seg.end_silence_ms, seg.min_speech_ms, seg.max_utterance_seconds,
