@@ -76,8 +76,9 @@ class LocalCommands:
     def __init__(self, book: TimerBook, *, max_seconds: float, announcer: Announcer | None = None,
                  notify: Callable[[], None] | None = None,
                  clock: Callable[[], datetime] = utc_now, local_zone: tzinfo | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, room: str | None = None) -> None:
         self.book = book
+        self.room = room  # timers set here ring in this satellite's room
         self.max_seconds = max_seconds
         self.announcer = announcer
         #: told after a timer changed in this process (`elara ask` tells the running daemon)
@@ -127,7 +128,7 @@ class LocalCommands:
         reply = f"{what} set for {spoken.say_duration(intent.seconds)}."
 
         async def start() -> None:
-            await asyncio.to_thread(self.book.start, intent.seconds, intent.name)
+            await asyncio.to_thread(self.book.start, intent.seconds, intent.name, self.room)
             self._changed()
 
         return LocalReply("set_timer", reply, act=start)
@@ -242,18 +243,29 @@ class Alarms:
         self._writes: asyncio.Task[None] | None = None
         announcer.on_heard = self.heard
         announcer.on_over = self.over
+        self.rooms: dict[str, Announcer] = {}  # a satellite's room → what is announced there
+
+    def add_room(self, name: str, announcer: Announcer) -> None:
+        """Timers set in this satellite's room ring there, through `announcer`."""
+        announcer.on_heard = self.heard
+        announcer.on_over = self.over
+        self.rooms[name] = announcer
+
+    def _announcer(self, timer: Timer) -> Announcer:
+        """Where a timer rings: the room it was set in, or Elara's own speaker."""
+        return self.rooms.get(timer.room, self.announcer) if timer.room else self.announcer
 
     def due(self, due: DueTimer) -> None:
         """The timekeeper's callback: ring (or, missed while down, say so once)."""
         timer = due.timer
         if due.missed:
             log.info("timer %s came due while Elara was not running", timer.id)
-            self.announcer.post(Announcement(missed_text(timer, self._clock()), TIMER_MISSED,
-                                             timer_id=timer.id))
+            self._announcer(timer).post(Announcement(missed_text(timer, self._clock()), TIMER_MISSED,
+                                                     timer_id=timer.id))
         else:
             log.info("timer %s is due", timer.id)
-            self.announcer.post(Announcement(done_text(timer), TIMER_DONE, rings=True,
-                                             timer_id=timer.id))
+            self._announcer(timer).post(Announcement(done_text(timer), TIMER_DONE, rings=True,
+                                                     timer_id=timer.id))
 
     def heard(self, announcement: Announcement) -> None:
         """The announcer's `on_heard`: store the announcement; a ringing timer's record says so."""

@@ -221,7 +221,8 @@ def _bind_dataclass(cls: type, data: Any, path: str) -> Any:
         key = f.metadata.get("key", f.name)
         where = f"{path}.{key}" if path else key
         if key.casefold() not in given:
-            raise ConfigError(f"{where}: missing (the packaged appsettings.json should define it)")
+            raise ConfigError(f"{where}: missing (each entry needs it)" if "[" in where else
+                              f"{where}: missing (the packaged appsettings.json should define it)")
         raw = given[key.casefold()]
         tp = hints[f.name]
         if isinstance(tp, type) and is_dataclass(tp):
@@ -279,6 +280,9 @@ def _coerce(raw: Any, tp: Any, where: str, meta: Mapping[str, Any]) -> Any:
         value = _env_json(raw, where) if env else raw
         if isinstance(value, Mapping):
             return types.MappingProxyType(_normalize_mapping(value, where, meta))
+    elif isinstance(tp, type) and is_dataclass(tp):
+        value = _env_json(raw, where) if env else raw
+        return _bind_dataclass(tp, value, where)
     elif origin is tuple:
         value = _env_json(raw, where) if env else raw
         if isinstance(value, str):

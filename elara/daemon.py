@@ -23,6 +23,7 @@ from elara.notify import SystemdNotifier
 from elara.paths import status_socket
 from elara.providers import AutoLanguageModel, Provider
 from elara.runtime import Runtime
+from elara.satellites import Room
 from elara.settings import Settings
 from elara.status import StatusServer
 from elara.timers import Timekeeper, timer_status
@@ -65,6 +66,8 @@ class Daemon:
         self.counters = Counters()
         self.runtime: Runtime | None = None
         self.loop: VoiceLoop | None = None
+        #: a voice loop per satellite's room, by name
+        self.room_loops: dict[str, VoiceLoop] = {}
         self._config_files = tuple(str(p) for p in config_files)
         self._stop = asyncio.Event()
         self._reload_requested = asyncio.Event()
@@ -94,6 +97,8 @@ class Daemon:
         self._install_signals()
         await status.start()
         runner = asyncio.create_task(loop.run(), name="voice-loop")
+        for room in rt.rooms:
+            self._start_room(room)
         # Only now is Elara really listening: models loaded, microphone open.
         self.notifier.ready(STATUS_TEXT["idle"])
         log.info("Elara %s is ready (started in %.1f s)", __version__, self.clock() - self.started_at)
@@ -116,6 +121,8 @@ class Daemon:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await loop.shutdown()
+            for room_loop in self.room_loops.values():
+                await room_loop.shutdown()
             await self.runtime.alarms.settle()
             await status.stop()
             await runtime.close_replaced(self.runtime, None)
@@ -124,6 +131,13 @@ class Daemon:
             raise runner.exception()  # type: ignore[misc]
         log.info("stopped")
         return 0
+
+    def _start_room(self, room: Room) -> None:
+        """Connect to a satellite and run its room's voice loop (its link retries on its own)."""
+        room_loop = VoiceLoop(room.voice, clock=self.clock, announcer=room.announcer)
+        self.room_loops[room.name] = room_loop
+        self._spawn(room.link.run(), f"satellite-{room.name}")
+        self._spawn(room_loop.run(), f"room-{room.name}")
 
     # -- the runtime in use --------------------------------------------------------------------
 
@@ -171,9 +185,10 @@ class Daemon:
         assert self.runtime is not None
         book = self.runtime.timers
         await asyncio.to_thread(book.load)
-        # A timer cancelled elsewhere stops ringing here too.
-        self.runtime.announcer.drop(
-            lambda a: a.timer_id is None or ((t := book.get(a.timer_id)) is not None and t.active))
+        # A timer cancelled elsewhere stops ringing here too, and in every satellite's room.
+        for announcer in (self.runtime.announcer, *(room.announcer for room in self.runtime.rooms)):
+            announcer.drop(
+                lambda a: a.timer_id is None or ((t := book.get(a.timer_id)) is not None and t.active))
         book.changed()
 
     async def _daily_retention(self) -> None:
@@ -210,6 +225,9 @@ class Daemon:
             return False
         try:
             await self.loop.swap(new.voice)
+            for room in new.rooms:
+                if room.name in self.room_loops:
+                    await self.room_loops[room.name].swap(room.voice)
         except asyncio.CancelledError:  # stopping before the loop was idle: never used
             await runtime.close_replaced(new, old)
             raise
@@ -270,7 +288,18 @@ class Daemon:
             "echo": rt.echo.status() if rt.echo is not None else None,
             "context": {"last_n": rt.settings.context.last_n, "store": str(rt.store.root)},
             "config_files": list(self._config_files),
+            "satellites": [self._room_status(room) for room in rt.rooms],
         }
+
+    def _room_status(self, room: Room) -> dict[str, Any]:
+        """A satellite's link and its room's loop, for `elara status`."""
+        assert self.runtime is not None
+        room_loop = self.room_loops.get(room.name)
+        shown = room_loop.status() if room_loop is not None else None
+        return {**room.link.status(), "room_state": shown["state"] if shown else None,
+                "counters": shown["counters"] if shown else None,
+                "timers": [timer_status(t, utc_now()) for t in self.runtime.timers.active()
+                           if t.room == room.name]}
 
     # -- helpers -------------------------------------------------------------------------------
 

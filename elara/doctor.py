@@ -50,6 +50,7 @@ HISTORY_PERMISSIONS = "history permissions"
 UNITS = "systemd units"
 LISTENING = "listening setup"
 SPEECH_SERVICE = "speech service"  # one check per engine set to a Wyoming service
+SATELLITE = "satellite"  # one check per configured satellite
 
 #: How a model kind is named in a check: `wake word hey_jarvis`, `speech to text tiny.en`, ...
 MODEL_KINDS = {"wake_word": "wake word", "speech_to_text": "speech to text",
@@ -317,6 +318,30 @@ def check_speech_services(settings: Settings) -> list[Check]:
                                  f"start the service at {value}, or set {key} to where it runs (or local)"))
             continue
         checks.append(passed(name, f"{value} answers in {time.perf_counter() - started:.3f} s: {info}; {standby}"))
+    return checks
+
+
+def check_satellites(settings: Settings) -> list[Check]:
+    """Each configured satellite answers `describe` (which does not take it from a running hub)."""
+    from elara.voice.remote import WyomingClient, parse_engine
+
+    checks = []
+    for satellite in settings.satellites:
+        name = f"{SATELLITE} {satellite.name}"
+        address = parse_engine(satellite.uri)
+        assert address is not None, "checked when the settings were read"
+        try:
+            info = WyomingClient(address, f"satellite {satellite.name}", timeout=5.0).describe()
+        except ElaraError as exc:
+            checks.append(failed(name, str(exc).replace("Engine setting", "Satellites entry's Uri"),
+                                 f"start wyoming-satellite at {satellite.uri}, or fix its Uri in Satellites"))
+            continue
+        if info.satellite is None:
+            checks.append(failed(name, f"{satellite.uri} answers but is not a satellite",
+                                 "point its Uri in Satellites at a wyoming-satellite"))
+            continue
+        area = f" in {info.satellite.area}" if info.satellite.area else ""
+        checks.append(passed(name, f"{satellite.uri} is {info.satellite.name!r}{area}"))
     return checks
 
 
@@ -626,6 +651,8 @@ def run_checks(config_path: str | os.PathLike[str] | None = None, *,
                              "check that the machine is not overloaded"))
         emit(_bounded_checks((SPEECH_SERVICE,), MODEL_SECONDS, lambda: check_speech_services(settings),
                              "check the speech services answer (their logs)"))
+        emit(_bounded_checks((SATELLITE,), MODEL_SECONDS, lambda: check_satellites(settings),
+                             "check the satellites answer (their logs)"))
         seconds = 2 * ollama_timeout(settings) + 5
         emit(_bounded_checks((LANGUAGE_MODEL,), seconds, lambda: [check_language_model(settings)],
                              "check Ollama (`ollama ps`, its log) and LanguageModel.Host"))

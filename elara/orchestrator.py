@@ -111,7 +111,7 @@ class Orchestrator:
                  splitter: Callable[[], SentenceSplitter] = SentenceSplitter,
                  redact: Callable[[str], str] | None = None,
                  observers: list[TurnObserver] | None = None,
-                 commands: LocalCommands | None = None) -> None:
+                 commands: LocalCommands | None = None, room: str | None = None) -> None:
         self.store = store
         self.builder = builder
         self.renderer = renderer
@@ -127,6 +127,8 @@ class Orchestrator:
         self.observers = list(observers or [])
         #: everyday commands answered without the model (None: the model answers everything)
         self.commands = commands
+        #: the satellite's room this orchestrator answers in (its turns' `metadata.room`)
+        self.room = room
         self._lock = asyncio.Lock()
 
     async def on_prompt_ready(self, event: PromptReady, *,
@@ -153,7 +155,7 @@ class Orchestrator:
             return await self._local(local, text, event.source, started, commit)
         for observer in self.observers:
             observer.turn_started()
-        user = ChatMessage(ChatRole.USER, text, self._clock(), {"source": event.source})
+        user = ChatMessage(ChatRole.USER, text, self._clock(), self._meta({"source": event.source}))
         if commit is None:
             stored_user = asyncio.create_task(self._append(user), name="store-user")
             await asyncio.wait([stored_user])  # stored before the prompt is built, as always
@@ -237,7 +239,7 @@ class Orchestrator:
             log.debug("assistant said: %s", reply)
             # Nothing half-written is stored: only a reply that streamed to its end gets here.
             answer = ChatMessage(ChatRole.ASSISTANT, self.redact(reply), self._clock(),
-                                 {"model": self.llm.model})
+                                 self._meta({"model": self.llm.model}))
             assistant_stored = await self._append(answer)
         for observer in self.observers:
             observer.turn_finished(user, answer)
@@ -261,7 +263,7 @@ class Orchestrator:
         log.info("reply interrupted: storing the %d words heard", len(heard.split()))
         log.debug("assistant said (interrupted): %s", heard)
         await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(heard), self._clock(),
-                                       {"model": self.llm.model, "interrupted": "true"}))
+                                       self._meta({"model": self.llm.model, "interrupted": "true"})))
 
     async def _local(self, local: LocalReply, text: str, source: str, started: float,
                      commit: asyncio.Event | None) -> TurnResult:
@@ -269,7 +271,7 @@ class Orchestrator:
         the turn is already committed; said first and done on commit when speculative."""
         log.info("local command: %s", local.intent)
         user = ChatMessage(ChatRole.USER, text, self._clock(),
-                           {"source": source, "intent": local.intent})
+                           self._meta({"source": source, "intent": local.intent}))
         stored_user: asyncio.Task[bool] | None = None
         if local.store:
             stored_user = asyncio.create_task(
@@ -296,7 +298,7 @@ class Orchestrator:
         assistant_stored = False
         if local.store and error is None and reply:
             log.debug("assistant said: %s", reply)
-            answer = ChatMessage(ChatRole.ASSISTANT, reply, self._clock(), {"intent": local.intent})
+            answer = ChatMessage(ChatRole.ASSISTANT, reply, self._clock(), self._meta({"intent": local.intent}))
             assistant_stored = await self._append(answer)
         said = None if first is None else first - started
         return TurnResult(reply=reply if error is None else "", sentences=int(first is not None),
@@ -324,6 +326,10 @@ class Orchestrator:
                 first = self._monotonic()
             await self.sink.say(sentence)
         return first
+
+    def _meta(self, metadata: dict[str, str]) -> dict[str, str]:
+        """A record's metadata, with the room it was said in when that is a satellite's."""
+        return metadata if self.room is None else {**metadata, "room": self.room}
 
     async def _append_when(self, commit: asyncio.Event, message: ChatMessage) -> bool:
         await commit.wait()

@@ -11,6 +11,7 @@ next idle moment; then `close_replaced` closes what the old runtime had and the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,15 +30,17 @@ from elara.conversation.store import ConversationStore
 from elara.dialogue import Dialogue
 from elara.errors import ElaraError
 from elara.memory.manager import Memory
+from elara.orchestrator import Orchestrator
 from elara.providers import Provider, describe
+from elara.satellites import Room, SatelliteLink, SatelliteSpeaker
 from elara.settings import Settings
 from elara.timers import TimerBook
 from elara.voice.echo import CANCELLER_NEEDS, EchoFilter, make_canceller
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_speech_to_text, load_text_to_speech, load_wake
-from elara.voice.loop import SpeechToText, VoiceParts
-from elara.voice.remote import FailoverSynthesizer, FailoverTranscriber
-from elara.voice.speech import SpeechSink
+from elara.voice.loop import FrameSource, SpeechToText, VoiceParts
+from elara.voice.remote import FailoverSynthesizer, FailoverTranscriber, parse_engine
+from elara.voice.speech import SpeechSink, Synthesizer
 from elara.voice.stt import Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.turn import TurnJudge, TurnThresholds
@@ -92,6 +95,7 @@ class Runtime:
     announcer: Announcer
     alarms: Alarms
     model_watch: ModelWatch
+    rooms: tuple[Room, ...] = ()  # the satellites' rooms, each with its own voice parts
 
     def models(self) -> dict[str, Any]:
         """Which models answer, for `elara status`."""
@@ -163,10 +167,31 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
                                             wiring.make_commands(settings, book, announcer))
     orchestrator.observers.append(model_watch)
     model_watch.check = llm.check
+    voice = voice_parts(settings, Dialogue.from_settings(settings.listening, settings.audio,
+                                                         echo_cancelled=echo is not None),
+                        wake=wake, vad=vad, transcriber=transcriber, orchestrator=orchestrator, speech=speech,
+                        microphone=microphone, echo=echo, stop_words=settings.audio.stop_without_wake_word)
+    rooms = await _build_rooms(settings, store, previous, llm=llm, memory=memory, monitor=monitor,
+                               transcriber=transcriber, synthesizer=synthesizer, book=book, alarms=alarms,
+                               clock=clock)
+    if previous is not None:
+        for key in RESTART_ONLY:
+            if getattr(settings.context, key) != getattr(previous.settings.context, key):
+                log.warning("Context.%s changed: it takes effect when Elara restarts",
+                            "".join(w.title() for w in key.split("_")))
+    return Runtime(settings=settings, store=store, llm=llm, memory=memory, monitor=monitor, wake=wake,
+                   vad=vad, transcriber=transcriber, synthesizer=synthesizer, microphone=microphone,
+                   speaker=speaker, echo=echo, voice=voice, timers=book, announcer=announcer, alarms=alarms,
+                   model_watch=model_watch, rooms=rooms)
+
+
+def voice_parts(settings: Settings, dialogue: Dialogue, *, wake: WakeWordDetector, vad: VoiceActivity,
+                transcriber: SpeechToText, orchestrator: Orchestrator, speech: SpeechSink,
+                microphone: FrameSource, echo: EchoFilter | None = None, stop_words: bool = False) -> VoiceParts:
+    """What a voice loop runs a turn with, from settings: Elara's own, or a satellite's room's."""
     threshold = settings.speech_to_text.no_speech_threshold
-    voice = VoiceParts(
-        dialogue=Dialogue.from_settings(settings.listening, settings.audio, echo_cancelled=echo is not None),
-        wake=wake, vad=vad, echo=echo, stop_words=settings.audio.stop_without_wake_word,
+    return VoiceParts(
+        dialogue=dialogue, wake=wake, vad=vad, echo=echo, stop_words=stop_words,
         segmenter=Segmenter.from_settings(settings.listening, settings.speech_to_text),
         transcriber=transcriber,
         phantom_reason=lambda transcript: phantom_reason(transcript, no_speech_threshold=threshold),
@@ -178,15 +203,54 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
         speculative_reply=settings.listening.speculative_reply,
         ring_seconds=settings.timers.ring_seconds,
         is_command=(lambda text: intents.match(text) is not None) if settings.intents.enabled else None)
+
+
+async def _build_rooms(settings: Settings, store: ConversationStore, previous: Runtime | None, *,
+                       llm: Provider, memory: Memory, monitor: wiring.ContextMonitor,
+                       transcriber: SpeechToText, synthesizer: Synthesizer, book: TimerBook,
+                       alarms: Alarms, clock: Callable[[], float]) -> tuple[Room, ...]:
+    """Each satellite's room: its link and speaker (kept across reloads) and fresh voice parts over
+    the shared engines, store and memory. Satellites added or removed take effect at restart."""
     if previous is not None:
-        for key in RESTART_ONLY:
-            if getattr(settings.context, key) != getattr(previous.settings.context, key):
-                log.warning("Context.%s changed: it takes effect when Elara restarts",
-                            "".join(w.title() for w in key.split("_")))
-    return Runtime(settings=settings, store=store, llm=llm, memory=memory, monitor=monitor, wake=wake,
-                   vad=vad, transcriber=transcriber, synthesizer=synthesizer, microphone=microphone,
-                   speaker=speaker, echo=echo, voice=voice, timers=book, announcer=announcer, alarms=alarms,
-                   model_watch=model_watch)
+        wanted = tuple((s.name, s.uri) for s in settings.satellites)
+        if wanted != tuple((s.name, s.uri) for s in previous.settings.satellites):
+            log.warning("Satellites changed: it takes effect when Elara restarts")
+        links: list[tuple[SatelliteLink, SatelliteSpeaker, Announcer, VoiceParts | None]] = [
+            (room.link, room.speaker, room.announcer, room.voice) for room in previous.rooms]
+    else:
+        links = []
+        for satellite in settings.satellites:
+            address = parse_engine(satellite.uri)
+            assert address is not None, "checked when the settings were read"
+            link = SatelliteLink(satellite.name, address, clock=clock)
+            links.append((link, SatelliteSpeaker(link, clock=clock), Announcer(), None))
+    same_wake = previous is not None and SOURCES["wake"](previous.settings) == SOURCES["wake"](settings)
+    same_vad = previous is not None and SOURCES["vad"](previous.settings) == SOURCES["vad"](settings)
+    wakes = await asyncio.gather(*(
+        asyncio.to_thread(load_wake, settings) if old is None or not same_wake else _same(old.wake)
+        for _, _, _, old in links))
+    # A room has no echo cancellation (the satellite's microphone is out of reach): barge-in off,
+    # and the wake word is muted while its speaker plays.
+    audio = dataclasses.replace(settings.audio, barge_in=False)
+    rooms = []
+    for (link, speaker, announcer, old), wake in zip(links, wakes):
+        wake.confirm_with(transcript_confirmer(transcriber) if settings.wake_word.confirm_from > 0 else None)
+        speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
+                            monotonic=clock)
+        alarms.add_room(link.name, announcer)
+        commands = wiring.make_commands(settings, book, announcer, room=link.name)
+        orchestrator = wiring.make_orchestrator(settings, store, llm, speech, memory, monitor, commands,
+                                                room=link.name)
+        vad = old.vad if old is not None and same_vad else create_vad(settings.listening.vad)
+        voice = voice_parts(settings, Dialogue.from_settings(settings.listening, audio, echo_cancelled=False),
+                            wake=wake, vad=vad, transcriber=transcriber, orchestrator=orchestrator,
+                            speech=speech, microphone=link)
+        rooms.append(Room(link.name, link, speaker, announcer, voice))
+    return tuple(rooms)
+
+
+async def _same(value: Any) -> Any:
+    return value
 
 
 async def close_replaced(old: Runtime, new: Runtime | None) -> None:

@@ -266,6 +266,29 @@ class LoggingSettings:
     level: str = setting("Level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
+def _satellite_uri(value: str) -> str | None:
+    from elara.voice.remote import parse_engine
+
+    try:
+        address = None if value.strip().lower() == "local" else parse_engine(value)
+    except ValueError as exc:
+        return str(exc).replace("expected local, ", "expected ")
+    return None if address is not None else "expected tcp://host:port or unix:///path"
+
+
+@dataclass(frozen=True)
+class SatelliteSettings:
+    """One entry of `Satellites`: a wyoming-satellite in another room."""
+
+    name: str = setting("Name", check=_not_blank)
+    uri: str = setting("Uri", check=_satellite_uri)
+
+
+def _unique_names(value: tuple[SatelliteSettings, ...]) -> str | None:
+    names = [s.name.strip().casefold() for s in value]
+    return "each satellite needs its own Name" if len(set(names)) != len(names) else None
+
+
 @dataclass(frozen=True)
 class Settings:
     """The whole configuration, one field per section."""
@@ -283,3 +306,5 @@ class Settings:
     timers: TimersSettings = setting("Timers")
     announcements: AnnouncementsSettings = setting("Announcements")
     logging: LoggingSettings = setting("Logging")
+    # wyoming-satellites in other rooms, for which this Elara is the hub
+    satellites: tuple[SatelliteSettings, ...] = setting("Satellites", check=_unique_names)

@@ -48,6 +48,7 @@ class Timer:
     created: datetime
     state: str = PENDING
     path: Path | None = None
+    room: str | None = None  # the satellite's room it was set in (None: Elara's own)
 
     def remaining(self, now: datetime) -> float:
         """Seconds until it is due (negative once past)."""
@@ -65,7 +66,7 @@ def timer_record(timer: Timer, timestamp: datetime) -> ChatMessage:
     return memory_record(TIMER, f"{what}, {timer.seconds} seconds", timestamp, **{
         "id": timer.id, "name": timer.name or "", "seconds": str(timer.seconds),
         "due": timer.due.astimezone(UTC).isoformat(), "created": timer.created.astimezone(UTC).isoformat(),
-        "state": timer.state})
+        "state": timer.state, **({"room": timer.room} if timer.room else {})})
 
 
 def timer_from_record(message: ChatMessage, path: Path | None = None) -> Timer:
@@ -87,7 +88,7 @@ def timer_from_record(message: ChatMessage, path: Path | None = None) -> Timer:
     if due is None or created is None:
         raise ValueError("due or created is not an ISO 8601 time with a UTC offset")
     return Timer(timer_id, meta.get("name") or None, seconds, due.astimezone(UTC),
-                 created.astimezone(UTC), state, path)
+                 created.astimezone(UTC), state, path, meta.get("room") or None)
 
 
 class TimerBook:
@@ -139,13 +140,14 @@ class TimerBook:
             [t for t in self._published if t.id.startswith(timer_id)] if len(timer_id) >= 4 else [])
         return found[0] if len(found) == 1 else None
 
-    def start(self, seconds: int, name: str | None = None) -> Timer:
+    def start(self, seconds: int, name: str | None = None, room: str | None = None) -> Timer:
         """A new pending timer due `seconds` from now, on disk before it returns (StoreError)."""
         if seconds <= 0:
             raise ValueError("a timer needs a positive number of seconds")
         now = self._clock()
         with self._lock:
-            timer = Timer(self._new_id(), name, int(seconds), now + timedelta(seconds=seconds), now)
+            timer = Timer(self._new_id(), name, int(seconds), now + timedelta(seconds=seconds), now,
+                          room=room)
             timer = self._write(timer)
             log.info("timer %s set for %d s", timer.id, seconds)
         self.changed()
@@ -274,4 +276,5 @@ def timer_status(timer: Timer, now: datetime) -> dict[str, object]:
     """One timer as `elara status` shows it."""
     return {"id": timer.id, "name": timer.name, "seconds": timer.seconds, "state": timer.state,
             "due_utc": timer.due.astimezone(UTC).isoformat(timespec="seconds"),
-            "remaining_seconds": round(max(0.0, timer.remaining(now)), 1)}
+            "remaining_seconds": round(max(0.0, timer.remaining(now)), 1),
+            **({"room": timer.room} if timer.room else {})}

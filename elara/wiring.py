@@ -140,9 +140,9 @@ def make_monitor(settings: Settings) -> ContextMonitor:
 def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provider,
                       sink: SentenceSink, memory: Memory | None = None,
                       monitor: ContextMonitor | None = None,
-                      commands: LocalCommands | None = None) -> Orchestrator:
+                      commands: LocalCommands | None = None, room: str | None = None) -> Orchestrator:
     """The orchestrator over the store, the model, a sink and (optionally) memory and the local
-    commands (dropped when `Intents.Enabled` is false)."""
+    commands (dropped when `Intents.Enabled` is false); `room` names a satellite's room."""
     from elara.orchestrator import Orchestrator
 
     return Orchestrator(store=store, builder=make_builder(settings, store, memory, monitor),
@@ -150,13 +150,14 @@ def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provide
                         context_size=settings.context.last_n,
                         redact=Redactor(settings.context.redact),
                         observers=[memory.worker] if memory is not None else [],
-                        commands=commands if settings.intents.enabled else None)
+                        commands=commands if settings.intents.enabled else None, room=room)
 
 
 def make_commands(settings: Settings, book: TimerBook, announcer: Announcer | None = None,
-                  notify: Callable[[], None] | None = None) -> LocalCommands:
-    """The everyday commands over these timers, with the configured limits."""
+                  notify: Callable[[], None] | None = None, room: str | None = None) -> LocalCommands:
+    """The everyday commands over these timers, with the configured limits; timers set from a
+    satellite's `room` ring there."""
     from elara.commands import LocalCommands
 
     return LocalCommands(book, max_seconds=settings.timers.max_hours * 3600, announcer=announcer,
-                         notify=notify)
+                         notify=notify, room=room)

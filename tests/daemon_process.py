@@ -3,6 +3,7 @@ line by line on a thread, and every wait is bounded."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -95,3 +96,21 @@ def daemon_env(card_env: dict[str, str], ollama_url: str, tmp: Path, **settings:
     (tmp / "run").mkdir(exist_ok=True, mode=0o700)
     env.update({f"ELARA__{k}": v for k, v in settings.items()})
     return env
+
+
+def daemon_status(env: dict[str, str]) -> dict:
+    """`elara status --json` against the daemon `env` reaches."""
+    done = subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def spoken_question(path: Path, text: str) -> Path:
+    """A WAV of "Hey Jarvis." and `text` in Piper's voice, with the pauses a person leaves."""
+    import voice_clips
+
+    silence = voice_clips.silence
+    return voice_clips.write_wav(path, voice_clips.concat(
+        silence(0.5), voice_clips.piper_speech("Hey Jarvis."), silence(0.6), voice_clips.piper_speech(text),
+        silence(1.5)))

@@ -347,11 +347,22 @@ class VirtualSoundCard:
         """Undo `add_echo`."""
         self.pactl("unload-module", str(module))
 
+    def add_room(self, name: str) -> tuple[str, str]:
+        """Another room's microphone and speaker: null sinks `<name>_mic` (play into it; record
+        its `.monitor` as the microphone) and `<name>_speaker` (play to it; record its `.monitor`).
+        Returns the two sink names."""
+        null = ["rate=16000", "channels=1", "format=s16le", "norewinds=1"]
+        sinks = (f"{name}_mic", f"{name}_speaker")
+        for sink in sinks:
+            self.pactl("load-module", "module-null-sink", f"sink_name={sink}", *null)
+        return sinks
+
     def play_into_mic(self, wav_path: str | os.PathLike[str], wait: bool = True,
-                      timeout: float | None = None) -> subprocess.Popen[bytes]:
-        """Play a WAV into the fake microphone in real time (`paplay`); a 16 kHz mono s16 file
-        arrives bit-exact. With `wait`, returns when it was played (bounded by its length + 10 s)."""
-        process = subprocess.Popen(["paplay", f"--device={MIC_SINK}", str(wav_path)],
+                      timeout: float | None = None, sink: str = MIC_SINK) -> subprocess.Popen[bytes]:
+        """Play a WAV into the fake microphone (or another room's, `sink`) in real time (`paplay`);
+        a 16 kHz mono s16 file arrives bit-exact. With `wait`, returns when it was played (bounded
+        by its length + 10 s)."""
+        process = subprocess.Popen(["paplay", f"--device={sink}", str(wav_path)],
                                    env=self._client_env(), stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._children.append(process)

@@ -115,6 +115,12 @@ def test_embedded_provider_settings_from_the_environment():
     ({"ELARA__SpeechToText__Engine": "http://box:10300"}, "SpeechToText.Engine: 'http://box:10300': expected local, wyoming://host:port"),
     ({"ELARA__TextToSpeech__Engine": "wyoming://box"}, "TextToSpeech.Engine: 'wyoming://box' needs a host and a port"),
     ({"ELARA__TextToSpeech__TimeoutSeconds": "0"}, "TextToSpeech.TimeoutSeconds: expected a number from 0.5"),
+    ({"ELARA__Satellites": '[{"Name": "kitchen", "Uri": "http://x:1"}]'}, "Satellites[0].Uri: 'http://x:1': expected wyoming://host:port"),
+    ({"ELARA__Satellites": '[{"Name": "kitchen"}]'}, "Satellites[0].Uri: missing (each entry needs it)"),
+    ({"ELARA__Satellites": '[{"Name": "kitchen", "Uri": "tcp://a:1", "Room": 2}]'}, "Satellites[0].Room: unknown key"),
+    ({"ELARA__Satellites": '[{"Name": "a", "Uri": "tcp://a:1"}, {"Name": "A", "Uri": "tcp://b:1"}]'},
+     "Satellites: each satellite needs its own Name"),
+    ({"ELARA__Satellites": '{"Name": "a"}'}, "Satellites: expected a list"),
 ])
 def test_bad_values_name_the_path(env, message):
     with pytest.raises(ConfigError) as info:

@@ -3,14 +3,10 @@ a real wyoming-faster-whisper and speaks through a real wyoming-piper, both on l
 turn is answered; then the speech-to-text service is killed and the next question gets the spoken
 apology (no local engine stands by here), the status shows it down, and nothing reaches the model."""
 
-import json
 import re
-import subprocess
-import sys
 
 import pytest
-import voice_clips
-from daemon_process import DaemonProcess, daemon_env
+from daemon_process import DaemonProcess, daemon_env, daemon_status, spoken_question
 from wyoming_services import both
 
 from elara.conversation.messages import ChatRole
@@ -21,19 +17,6 @@ REPLY = "Paris is the capital of France."
 
 def words(text):
     return " ".join(re.findall(r"[a-z']+", text.lower()))
-
-
-def status(env):
-    done = subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
-                          capture_output=True, text=True, timeout=30)
-    return json.loads(done.stdout)
-
-
-def question(tmp_path, name, text):
-    silence = voice_clips.silence
-    return voice_clips.write_wav(tmp_path / f"{name}.wav", voice_clips.concat(
-        silence(0.5), voice_clips.piper_speech("Hey Jarvis."), silence(0.6), voice_clips.piper_speech(text),
-        silence(1.5)))
 
 
 @pytest.fixture
@@ -54,13 +37,13 @@ def test_a_spoken_turn_with_both_engines_remote(services, sound_card, ollama_ser
         daemon.wait_for("waiting for the wake word", timeout=90)
         assert daemon.count(r"speech-to-text at tcp://127\.0\.0\.1:\d+: faster-whisper 3\.8\.1") == 1
         assert daemon.count(r"text-to-speech at tcp://127\.0\.0\.1:\d+: piper 2\.5\.2") == 1
-        shown = status(env)["models"]
+        shown = daemon_status(env)["models"]
         assert shown["speech_to_text"] == whisper.uri and shown["voice"] == piper.uri
         assert shown["remote_engines"]["speech_to_text"]["state"] == "up"
         assert shown["remote_engines"]["text_to_speech"]["fallback"] is None
 
         recording = sound_card.record_speaker().wait_started()
-        sound_card.play_into_mic(question(tmp_path, "france", "What is the capital of France?"))
+        sound_card.play_into_mic(spoken_question(tmp_path / "france.wav", "What is the capital of France?"))
         daemon.wait_for(r"turn timings", timeout=60)
         [turn] = ollama_server.turns()
         assert "capital of france" in words(turn["messages"][-1]["content"])
@@ -71,13 +54,13 @@ def test_a_spoken_turn_with_both_engines_remote(services, sound_card, ollama_ser
         # spoken by the (still remote) voice, and nothing goes to the model.
         whisper.kill()
         recording = sound_card.record_speaker().wait_started()
-        sound_card.play_into_mic(question(tmp_path, "germany", "What is the capital of Germany?"))
+        sound_card.play_into_mic(spoken_question(tmp_path / "germany.wav", "What is the capital of Germany?"))
         daemon.wait_for(r"speech-to-text failed: speech-to-text at tcp://127\.0\.0\.1:\d+", timeout=60)
         daemon.wait_for(r"announced \(apology\)", timeout=30)
         heard = words(transcriber.transcribe(recording.samples()).text)
         assert "reach the speech service" in heard, heard
         assert len(ollama_server.turns()) == 1
-        remote = status(env)["models"]["remote_engines"]["speech_to_text"]
+        remote = daemon_status(env)["models"]["remote_engines"]["speech_to_text"]
         assert remote["state"] == "down" and remote["last_error"] == "unreachable"
 
         code, _ = daemon.terminate()

@@ -5,6 +5,8 @@ Every wait is bounded and every process is stopped."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +18,8 @@ from pathlib import Path
 from elara.voice.models import resolve_voice, resolve_whisper
 
 BIN = Path(sys.executable).parent
+#: wyoming-satellite 1.0.0 lives in a virtual environment of its own (it pins wyoming 1.4.1)
+SATELLITE_PYTHON = Path(__file__).resolve().parents[1] / ".venv-satellite" / "bin" / "python"
 
 
 def free_port() -> int:
@@ -28,13 +32,19 @@ def free_port() -> int:
 class Service:
     """One started service process, reachable at `uri`."""
 
-    def __init__(self, args: list[str], port: int, name: str) -> None:
+    def __init__(self, args: list[str], port: int, name: str, env: dict[str, str] | None = None) -> None:
+        self.args = args
+        self.env = env
         self.port = port
         self.name = name
         self.uri = f"wyoming://127.0.0.1:{port}"
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True)
         self.output: list[str] = []
+        self._spawn()
+
+    def _spawn(self) -> None:
+        self.process = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True, env=self.env,
+                                        start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -58,20 +68,28 @@ class Service:
         raise AssertionError(f"{self.name} did not start; it said:\n" + "\n".join(self.output))
 
     def kill(self) -> None:
-        """SIGKILL: the service dies mid-whatever it was doing."""
+        """SIGKILL to its whole process group: it dies mid-whatever it was doing (with the
+        commands it runs, such as a satellite's microphone)."""
         if self.process.poll() is None:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
 
+    def restart(self) -> Service:
+        """Start it again, on the same port, after `kill`."""
+        self._spawn()
+        return self.wait_ready()
+
     def stop(self) -> None:
-        """Stop it (SIGTERM, then SIGKILL after 5 s)."""
+        """Stop it and what it started (SIGTERM, then SIGKILL after 5 s)."""
         if self.process.poll() is None:
-            self.process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+                pass
+        self.kill()
 
 
 def start_whisper(data_dir: Path, port: int | None = None) -> Service:
@@ -98,6 +116,25 @@ def start_piper(data_dir: Path, port: int | None = None) -> Service:
     args = [str(BIN / "wyoming-piper"), "--uri", f"tcp://127.0.0.1:{port}", "--voice", "en_US-joe-medium",
             "--data-dir", str(data_dir)]
     return Service(args, port, "wyoming-piper").wait_ready()
+
+
+def start_satellite(name: str, env: dict[str, str], mic_source: str, speaker_sink: str,
+                    port: int | None = None) -> Service:
+    """A real wyoming-satellite 1.0.0 on 127.0.0.1 (no wake word of its own: it streams, the hub
+    listens) whose microphone is `parec` from `mic_source` and whose speaker is `pacat` to
+    `speaker_sink` on the virtual sound card (`env` reaches it)."""
+    port = port or free_port()
+    args = [str(SATELLITE_PYTHON), "-m", "wyoming_satellite", "--uri", f"tcp://127.0.0.1:{port}", "--name", name,
+            "--area", name, "--no-zeroconf",
+            "--mic-command", f"parec --device={mic_source} --rate=16000 --channels=1 --format=s16le "
+                             "--latency-msec=20 --raw",
+            "--mic-command-rate", "16000", "--mic-command-width", "2", "--mic-command-channels", "1",
+            "--snd-command", f"pacat --device={speaker_sink} --rate=22050 --channels=1 --format=s16le "
+                             "--latency-msec=50 --raw",
+            "--snd-command-rate", "22050", "--snd-command-width", "2", "--snd-command-channels", "1"]
+    service = Service(args, port, f"wyoming-satellite {name}", env=env)
+    service.uri = f"tcp://127.0.0.1:{port}"
+    return service.wait_ready()
 
 
 @contextlib.contextmanager

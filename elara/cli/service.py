@@ -34,6 +34,14 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     if echo:
         delay = "-" if echo["delay_ms"] is None else f"{echo['delay_ms']} ms"
         print(f"  echo cancellation: ERLE {echo['erle_db']:.1f} dB, delay {delay}")
+    for name, engine in (m.get("remote_engines") or {}).items():
+        retry = "" if engine["retry_in_seconds"] is None else f", tried again in {engine['retry_in_seconds']:.0f} s"
+        print(f"  {name.replace('_', '-')} service {engine['engine']}: {engine['state']}, "
+              f"{engine['failures']} failures, {engine['fallbacks']} answered locally{retry}")
+    for room in snapshot.get("satellites") or []:
+        print(f"  satellite {room['name']} at {room['uri']}: {room['state']}"
+              + (f" ({room['last_error']})" if room["state"] != "connected" and room["last_error"] else "")
+              + f", {room['counters']['turns'] if room['counters'] else 0} turns")
     for timer in snapshot.get("timers") or []:
         print(f"  timer {timer['id']}: {timer['name'] or 'unnamed'}, {timer['state']}, "
               f"{timer['remaining_seconds']:.0f} s left")
