@@ -227,8 +227,7 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
     same_wake = previous is not None and SOURCES["wake"](previous.settings) == SOURCES["wake"](settings)
     same_vad = previous is not None and SOURCES["vad"](previous.settings) == SOURCES["vad"](settings)
     wakes = await asyncio.gather(*(
-        asyncio.to_thread(load_wake, settings) if old is None or not same_wake else _same(old.wake)
-        for _, _, _, old in links))
+        _load(old.wake if old is not None and same_wake else None, load_wake, settings) for _, _, _, old in links))
     # A room has no echo cancellation (the satellite's microphone is out of reach): barge-in off,
     # and the wake word is muted while its speaker plays.
     audio = dataclasses.replace(settings.audio, barge_in=False)
@@ -247,10 +246,6 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
                             speech=speech, microphone=link)
         rooms.append(Room(link.name, link, speaker, announcer, voice))
     return tuple(rooms)
-
-
-async def _same(value: Any) -> Any:
-    return value
 
 
 async def close_replaced(old: Runtime, new: Runtime | None) -> None:
