@@ -304,11 +304,11 @@ def check_speech_services(settings: Settings) -> list[Check]:
     from elara.voice.remote import describe_info
 
     checks = []
-    for key, value, client in remote_engines(settings):
+    for section, values, client in remote_engines(settings):
         name = f"{SPEECH_SERVICE} {client.service}"
-        section = key.split(".")[0]
-        fallback = (settings.speech_to_text if section == "SpeechToText" else settings.text_to_speech).fallback_to_local
-        standby = (f"the local engine answers while it is down ({section}.FallbackToLocal)" if fallback
+        key, value = f"{section}.Engine", values.engine
+        standby = (f"the local engine answers while it is down ({section}.FallbackToLocal)"
+                   if values.fallback_to_local
                    else f"nothing answers while it is down ({section}.FallbackToLocal is false)")
         started = time.perf_counter()
         try:
@@ -331,9 +331,10 @@ def check_satellites(settings: Settings) -> list[Check]:
         address = parse_engine(satellite.uri)
         assert address is not None, "checked when the settings were read"
         try:
-            info = WyomingClient(address, f"satellite {satellite.name}", timeout=5.0).describe()
+            info = WyomingClient(address, f"satellite {satellite.name}", timeout=5.0,
+                                 setting="its Uri in Satellites").describe()
         except ElaraError as exc:
-            checks.append(failed(name, str(exc).replace("Engine setting", "Satellites entry's Uri"),
+            checks.append(failed(name, str(exc),
                                  f"start wyoming-satellite at {satellite.uri}, or fix its Uri in Satellites"))
             continue
         if info.satellite is None:

@@ -72,6 +72,7 @@ class SatelliteLink:
         self.last_error: str | None = None
         self.info: str | None = None  # what the satellite says of itself when it answers
         self.dropped_frames = 0
+        self._converter: Any = None  # made once, for a satellite whose microphone isn't 16 kHz mono
 
     # -- the connection ---------------------------------------------------------------------------
 
@@ -141,7 +142,9 @@ class SatelliteLink:
         from wyoming.audio import AudioChunkConverter
 
         if (chunk.rate, chunk.width, chunk.channels) != (SAMPLE_RATE, 2, 1):
-            chunk = AudioChunkConverter(rate=SAMPLE_RATE, width=2, channels=1).convert(chunk)
+            if self._converter is None:
+                self._converter = AudioChunkConverter(rate=SAMPLE_RATE, width=2, channels=1)
+            chunk = self._converter.convert(chunk)
         samples = np.concatenate([self._pending, np.frombuffer(chunk.audio, dtype="<i2")])
         whole = len(samples) // FRAME_SAMPLES * FRAME_SAMPLES
         now = self._clock()

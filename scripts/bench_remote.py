@@ -76,7 +76,7 @@ def summary(values: list[float]) -> str:
 def client(uri: str, service: str) -> WyomingClient:
     address = parse_engine(uri)
     assert address is not None
-    return WyomingClient(address, service, timeout=30.0)
+    return WyomingClient(address, service, timeout=30.0, setting="the bench's service")
 
 
 def engines(whisper_uri: str, piper_uri: str, turns: int) -> None:

@@ -97,7 +97,7 @@ def services(tmp_path_factory):
 def client(uri, service, timeout=10.0):
     address = parse_engine(uri)
     assert address is not None
-    return WyomingClient(address, service, timeout=timeout)
+    return WyomingClient(address, service, timeout=timeout, setting="the test's Engine")
 
 
 def test_the_services_describe_themselves(services):

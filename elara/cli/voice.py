@@ -104,11 +104,12 @@ def _models(args: argparse.Namespace, settings: Settings) -> int:
     from elara.voice.engines import remote_engines
     from elara.voice.remote import describe_info
 
-    for key, value, client in remote_engines(settings):
+    for section, values, client in remote_engines(settings):
+        key = f"{section}.Engine"
         try:
-            print(f"* {key:<20} {value}  ✓ {describe_info(client.describe())}")
+            print(f"* {key:<20} {values.engine}  ✓ {describe_info(client.describe())}")
         except ElaraError as exc:
-            print(f"* {key:<20} {value}  ✗ {exc}")
+            print(f"* {key:<20} {values.engine}  ✗ {exc}")
             failures += 1
     return 1 if failures else 0
 

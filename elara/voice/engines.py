@@ -112,10 +112,9 @@ def load_speech_to_text(settings: Settings) -> Transcriber | FailoverTranscriber
     """The configured speech-to-text engine: local Whisper, or a Wyoming service with local
     Whisper standing by (`SpeechToText.FallbackToLocal`)."""
     stt = settings.speech_to_text
-    address = parse_engine(stt.engine)
-    if address is None:
+    client = service_client("SpeechToText", stt)
+    if client is None:
         return load_transcriber(settings)
-    client = WyomingClient(address, "speech-to-text", timeout=stt.timeout_seconds)
     local = _standby("SpeechToText", load_transcriber, settings) if stt.fallback_to_local else None
     engine = FailoverTranscriber(WyomingTranscriber(client, language=stt.language), local, ServiceHealth(),
                                  engine=stt.engine, service="speech-to-text")
@@ -127,10 +126,9 @@ def load_text_to_speech(settings: Settings) -> PiperSynthesizer | FailoverSynthe
     """The configured text-to-speech engine: local Piper, or a Wyoming service with the local
     voice standing by (`TextToSpeech.FallbackToLocal`)."""
     tts = settings.text_to_speech
-    address = parse_engine(tts.engine)
-    if address is None:
+    client = service_client("TextToSpeech", tts)
+    if client is None:
         return load_synthesizer(settings)
-    client = WyomingClient(address, "text-to-speech", timeout=tts.timeout_seconds)
     local = _standby("TextToSpeech", load_synthesizer, settings) if tts.fallback_to_local else None
     remote = WyomingSynthesizer(client, voice=tts.remote_voice,
                                 sample_rate=local.sample_rate if local is not None else 22_050)
@@ -173,15 +171,27 @@ def _describe(client: WyomingClient, health: ServiceHealth) -> str | None:
     return info
 
 
-def remote_engines(settings: Settings) -> list[tuple[str, str, WyomingClient]]:
-    """The engines configured as Wyoming services: (config key, value, a client for it)."""
+#: The engine sections that can name a Wyoming service, and the service each is.
+SERVICES = {"SpeechToText": "speech-to-text", "TextToSpeech": "text-to-speech"}
+
+
+def service_client(section: str, values: SpeechToTextSettings | TextToSpeechSettings) -> WyomingClient | None:
+    """A client for the service `<section>.Engine` names; None when the engine is local."""
+    address = parse_engine(values.engine)
+    if address is None:
+        return None
+    return WyomingClient(address, SERVICES[section], timeout=values.timeout_seconds,
+                         setting=f"{section}.Engine (or set it to local)")
+
+
+def remote_engines(settings: Settings) -> list[tuple[str, SpeechToTextSettings | TextToSpeechSettings,
+                                                     WyomingClient]]:
+    """The engines configured as Wyoming services: (section, its settings, a client for it)."""
     found = []
-    for section, service, values in (("SpeechToText", "speech-to-text", settings.speech_to_text),
-                                     ("TextToSpeech", "text-to-speech", settings.text_to_speech)):
-        address = parse_engine(values.engine)
-        if address is not None:
-            found.append((f"{section}.Engine", values.engine,
-                          WyomingClient(address, service, timeout=values.timeout_seconds)))
+    for section, values in (("SpeechToText", settings.speech_to_text), ("TextToSpeech", settings.text_to_speech)):
+        client = service_client(section, values)
+        if client is not None:
+            found.append((section, values, client))
     return found
 
 

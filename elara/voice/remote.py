@@ -138,10 +138,11 @@ class Connection:
 class WyomingClient:
     """Opens one connection per request to a Wyoming service."""
 
-    def __init__(self, address: ServiceAddress, service: str, *, timeout: float) -> None:
+    def __init__(self, address: ServiceAddress, service: str, *, timeout: float, setting: str) -> None:
         self.address = address
-        self.service = service  # "speech-to-text" or "text-to-speech", for messages
+        self.service = service  # "speech-to-text", "text-to-speech", "satellite kitchen": for messages
         self.timeout = float(timeout)
+        self.setting = setting  # the setting naming the address: what to fix when it is wrong
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[Connection]:
@@ -162,7 +163,7 @@ class WyomingClient:
         except OSError as exc:
             raise SpeechServiceError(
                 f"{self.service} at {self.address} is unreachable ({exc}). Fix: start the service, "
-                f"or point the Engine setting at where it runs (or at local)",
+                f"or point {self.setting} at where it runs",
                 code="unreachable", service=self.service) from exc
         sock.settimeout(self.timeout)
         connection = Connection(sock, self.service, self.address)
