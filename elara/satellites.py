@@ -17,7 +17,6 @@ echo cancellation across the network).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import time
@@ -196,9 +195,6 @@ class SatelliteSpeaker:
         self._stopped = asyncio.Event()
         self._running = asyncio.Event()
         self._running.set()
-        self.clips = 0
-        #: (text-free) what was sent lately: clip seconds, for tests and status
-        self.recent: collections.deque[float] = collections.deque(maxlen=8)
 
     async def play(self, clip: AudioClip) -> bool:
         """Send `clip` and return once it has been heard (True) or was stopped first (False)."""
@@ -208,7 +204,6 @@ class SatelliteSpeaker:
         rate, audio = clip.sample_rate, np.asarray(clip.samples, dtype="<i2")
         shape = {"rate": rate, "width": 2, "channels": 1}
         await self.link.send(AudioStart(**shape))
-        self.clips += 1
         sent = 0.0
         started = self._clock()
         try:
@@ -227,7 +222,6 @@ class SatelliteSpeaker:
             left = sent - (self._clock() - started)
             if left > 0:
                 await self._wait_stop(left)
-            self.recent.append(sent)
             return not self._stopped.is_set()
         finally:
             with contextlib.suppress(AudioDeviceError):
