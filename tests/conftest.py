@@ -98,18 +98,19 @@ def embedded_model():
         model.close()
 
 
-# --- parallel runs: what can't share the machine goes one test at a time -------------------------
+# --- what runs alone: real-time audio and the set-up -------------------------------------------
 
 #: Modules whose tests run `scripts/setup` (through `scripts/install`): two at once would race
 #: on the virtual environment when it needs a reinstall.
-ONE_AT_A_TIME_MODULES = frozenset({"test_systemd_units.py"})
+SERIAL_MODULES = frozenset({"test_systemd_units.py"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`--dist loadgroup`, as `scripts/test` runs it), every test on the
-    virtual sound card (its audio runs in real time) and every test that runs the set-up goes to
-    one worker, one at a time; the other worker takes the rest."""
-    one_at_a_time = pytest.mark.xdist_group("one-at-a-time")
+    """Mark `serial` every test on the virtual sound card (its audio runs in real time, and a
+    busy machine makes the echo canceller and the sound server fall behind) and every test that
+    runs the set-up. `scripts/test` runs those alone, one at a time, then the rest in two workers."""
+    serial = pytest.mark.serial
     for item in items:
-        if "sound_card" in getattr(item, "fixturenames", ()) or item.path.name in ONE_AT_A_TIME_MODULES:
-            item.add_marker(one_at_a_time)
+        if "sound_card" in getattr(item, "fixturenames", ()) or item.path.name in SERIAL_MODULES:
+            item.add_marker(serial)
