@@ -98,19 +98,23 @@ def embedded_model():
         model.close()
 
 
-# --- what runs alone: real-time audio and the set-up -------------------------------------------
+# --- what runs alone, and what runs one at a time -------------------------------------------------
 
-#: Modules whose tests run `scripts/setup` (through `scripts/install`): two at once would race
-#: on the virtual environment when it needs a reinstall.
-SERIAL_MODULES = frozenset({"test_systemd_units.py"})
+#: Modules run alone, before everything else (marker `serial`): the echo tests, whose canceller
+#: and sound server fell behind with a busy test worker beside them (ERLE 3.5 dB, a late
+#: recording), and the tests that run `scripts/setup`, which two at once would race on.
+SERIAL_MODULES = frozenset({"test_echo_e2e.py", "test_systemd_units.py"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker
 def pytest_collection_modifyitems(config, items):
-    """Mark `serial` every test on the virtual sound card (its audio runs in real time, and a
-    busy machine makes the echo canceller and the sound server fall behind) and every test that
-    runs the set-up. `scripts/test` runs those alone, one at a time, then the rest in two workers."""
+    """Mark the `serial` modules; the other tests on the virtual sound card (real-time audio) go
+    to one pytest-xdist worker, one at a time (`--dist loadgroup`), while the other worker takes
+    the rest. `scripts/test` runs the serial tests first, then the rest in two workers."""
     serial = pytest.mark.serial
+    sound_card = pytest.mark.xdist_group("sound-card")
     for item in items:
-        if "sound_card" in getattr(item, "fixturenames", ()) or item.path.name in SERIAL_MODULES:
+        if item.path.name in SERIAL_MODULES:
             item.add_marker(serial)
+        elif "sound_card" in getattr(item, "fixturenames", ()):
+            item.add_marker(sound_card)
