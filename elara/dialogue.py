@@ -190,6 +190,15 @@ class StopHeard(DialogueEvent):
 
 
 @dataclass(frozen=True)
+class SpeechContinued(DialogueEvent):
+    """The person went on speaking just after the turn was taken as over (a thinking pause, not
+    the end): drop the reply begun for the words so far and listen on, the same words included."""
+
+    trigger: ClassVar[str] = "speech_continued"
+    at: float
+
+
+@dataclass(frozen=True)
 class TurnFailed(DialogueEvent):
     """Something in the turn failed (microphone, speech-to-text, model, speaker): give it up."""
 
@@ -223,7 +232,7 @@ class Cancel(DialogueEvent):
 EVENT_TYPES: tuple[type[DialogueEvent], ...] = (
     WakeDetected, SpeechHeard, UtteranceCaptured, NoSpeechHeard, TranscriptReady, TranscriptRejected,
     ReplyStarted, ReplyFinished, TurnFailed, Tick, Cancel, AnnouncementStarted, AnnouncementFinished,
-    StopHeard,
+    StopHeard, SpeechContinued,
 )
 
 # -- intents ---------------------------------------------------------------------------------
@@ -234,9 +243,11 @@ class StartListening:
     """Reset the segmenter and feed it every captured frame from now on (with the pre-roll the
     daemon buffers). Any capture already running is discarded and restarted. `follow_up` is True
     when this opens the follow-up window (no wake word was said; the window closes by `Tick`, or by
-    the segmenter's `NoSpeech`, whichever comes first)."""
+    the segmenter's `NoSpeech`, whichever comes first). `resumed` is True when the person went on
+    after a pause taken for the end (`SpeechContinued`): the capture keeps the words before it."""
 
     follow_up: bool = False
+    resumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -366,6 +377,9 @@ class Dialogue:
             {"trigger": "reply_finished", "source": [THINKING, SPEAKING], "dest": IDLE},
             # "stop" said over her reply or a ringing timer: silence, and no new turn
             {"trigger": "stop_heard", "source": [SPEAKING, ANNOUNCING], "dest": IDLE, "before": self._abort},
+            # the person went on after the pause taken for the end: the same turn, listened to on
+            {"trigger": "speech_continued", "source": [TRANSCRIBING, THINKING, SPEAKING], "dest": LISTENING,
+             "before": self._abort, "after": self._resume_listening},
             # failures and cancellation
             {"trigger": "turn_failed", "source": busy, "dest": IDLE, "before": self._abort},
             {"trigger": "cancel", "source": [*busy, ANNOUNCING], "dest": IDLE, "before": self._abort},
@@ -533,6 +547,10 @@ class Dialogue:
     def _start_listening(self, data: EventData) -> None:
         self._turn += 1
         self._intents.append(StartListening(follow_up=False))
+
+    def _resume_listening(self, data: EventData) -> None:
+        self._turn += 1  # the dropped reply's late results are stale
+        self._intents.append(StartListening(resumed=True))
 
     def _open_follow_up(self, data: EventData) -> None:
         self._turn += 1

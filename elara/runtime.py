@@ -201,6 +201,7 @@ def voice_parts(settings: Settings, dialogue: Dialogue, *, wake: WakeWordDetecto
         judge=(TurnJudge(TurnThresholds.from_settings(settings.listening, wake_phrases(wake)))
                if settings.listening.turn_judgment != "off" else None),
         speculative_reply=settings.listening.speculative_reply,
+        go_on_ms=settings.listening.go_on_ms, min_speech_ms=settings.listening.min_speech_ms,
         ring_seconds=settings.timers.ring_seconds,
         is_command=(lambda text: intents.match(text) is not None) if settings.intents.enabled else None)
 

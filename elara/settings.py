@@ -204,6 +204,8 @@ class ListeningSettings:
     uncertain_pause_ms: int = setting("UncertainPauseMs", min=0, max=10_000)
     max_pause_ms: int = setting("MaxPauseMs", min=80, max=10_000)
     speculative_reply: bool = setting("SpeculativeReply")
+    # the person may go on this long after their speech ended, her reply begun or not (0 = off)
+    go_on_ms: int = setting("GoOnMs", min=0, max=10_000)
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,9 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
                 print(f"  {voice} {'CUT' if cut else 'whole'}: {first!r} … {rest!r} → asked {text!r}",
                       file=sys.stderr)
             out["dropped_ahead"] = sum(1 for line in daemon.lines if "dropped the reply started ahead" in line)
+            went_on = [line for line in daemon.lines if "the person went on" in line]
+            out["went_on"] = len(went_on)
+            out["went_on_heard"] = sum("(speaking)" in line for line in went_on)
             out["rss_after"] = rss_mib(pid)
             status = subprocess.run([str(REPO / ".venv/bin/elara"), "status", "--json"], env=env,
                                     capture_output=True, text=True, timeout=30)
@@ -224,6 +227,8 @@ def main() -> int:
     row("speaker underflows", lambda r: str(r["underflows"]))
     row("hesitant questions cut at the pause", lambda r: f"{len(r['cuts'])}/{r['answered']}")
     row("replies started ahead and dropped", lambda r: str(r["dropped_ahead"]))
+    row("the person went on after the pause was taken for the end (her reply already heard)",
+        lambda r: f"{r['went_on']} ({r['went_on_heard']})")
     for n in names:
         for cut in results[n]["cuts"]:
             print(f"\n- cut ({n}): {cut}", end="")

@@ -29,6 +29,7 @@ from elara.dialogue import (
     NoSpeechHeard,
     ReplyFinished,
     ReplyStarted,
+    SpeechContinued,
     SpeechHeard,
     StartListening,
     StopHeard,
@@ -62,6 +63,7 @@ def sample(event_type: type[DialogueEvent], t: float = 0.0) -> DialogueEvent:
         AnnouncementStarted: lambda: AnnouncementStarted(at=t),
         AnnouncementFinished: lambda: AnnouncementFinished(at=t),
         StopHeard: lambda: StopHeard(at=t),
+        SpeechContinued: lambda: SpeechContinued(at=t),
     }[event_type]()
 
 
@@ -89,7 +91,7 @@ def reach(state: str, mode: str = "continued", *, barge_in: bool = False, follow
 def test_states_and_events_are_what_the_machine_has() -> None:
     assert STATES == (IDLE, LISTENING, TRANSCRIBING, THINKING, SPEAKING, FOLLOW_UP, ANNOUNCING)
     assert Dialogue("wake_word", 0).state == IDLE
-    assert len({t.trigger for t in EVENT_TYPES}) == len(EVENT_TYPES) == 14
+    assert len({t.trigger for t in EVENT_TYPES}) == len(EVENT_TYPES) == 15
 
 
 # -- happy paths -----------------------------------------------------------------------------
@@ -242,6 +244,17 @@ def test_failure_and_cancel_clean_up_and_go_idle(state: str, event_type: type[Di
     assert d.state == LISTENING
 
 
+@pytest.mark.parametrize("state", [TRANSCRIBING, THINKING, SPEAKING])
+def test_speech_continued_drops_the_reply_and_listens_on_in_a_new_turn(state: str) -> None:
+    d = reach(state)
+    turn = d.turn
+    assert d.handle(SpeechContinued(at=50)) == CLEANUP[state] + [StartListening(resumed=True)]
+    assert d.state == LISTENING and d.turn == turn + 1
+    # the dropped reply's late results belong to the old turn: ignored
+    assert d.handle(ReplyFinished(at=51, turn=turn)) == [] and d.state == LISTENING
+    assert d.handle(UtteranceCaptured(at=52)) == [StopListening(), Transcribe()]
+
+
 def test_cancel_and_tick_when_idle_do_nothing() -> None:
     d = Dialogue("continued", 6)
     assert d.handle(Cancel(at=1)) == [] and d.handle(Tick(now=2)) == []
@@ -264,36 +277,43 @@ TABLE: dict[str, dict[type[DialogueEvent], str | None]] = {
         WakeDetected: LISTENING, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: X, Tick: IDLE, Cancel: IDLE,
         AnnouncementStarted: ANNOUNCING, AnnouncementFinished: X, StopHeard: X,
+        SpeechContinued: X,
     },
     LISTENING: {
         WakeDetected: X, SpeechHeard: LISTENING, UtteranceCaptured: TRANSCRIBING, NoSpeechHeard: IDLE,
         TranscriptReady: X, TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE,
         Tick: LISTENING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
+        SpeechContinued: X,
     },
     TRANSCRIBING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: THINKING,
         TranscriptRejected: IDLE, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE, Tick: TRANSCRIBING,
         Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
+        SpeechContinued: LISTENING,
     },
     THINKING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: SPEAKING, ReplyFinished: FOLLOW_UP, TurnFailed: IDLE,
         Tick: THINKING, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
+        SpeechContinued: LISTENING,
     },
     SPEAKING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: FOLLOW_UP, TurnFailed: IDLE, Tick: SPEAKING,
         Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: IDLE,
+        SpeechContinued: LISTENING,
     },
     FOLLOW_UP: {
         WakeDetected: LISTENING, SpeechHeard: LISTENING, UtteranceCaptured: TRANSCRIBING, NoSpeechHeard: IDLE,
         TranscriptReady: X, TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: IDLE,
         Tick: FOLLOW_UP, Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: X, StopHeard: X,
+        SpeechContinued: X,
     },
     ANNOUNCING: {
         WakeDetected: X, SpeechHeard: X, UtteranceCaptured: X, NoSpeechHeard: X, TranscriptReady: X,
         TranscriptRejected: X, ReplyStarted: X, ReplyFinished: X, TurnFailed: X, Tick: ANNOUNCING,
         Cancel: IDLE, AnnouncementStarted: X, AnnouncementFinished: IDLE, StopHeard: IDLE,
+        SpeechContinued: X,
     },
 }
 
@@ -445,7 +465,7 @@ def test_from_settings() -> None:
                                   no_speech_timeout_seconds=5, follow_up_seconds=4,
                                   turn_judgment="transcript", finished_ms=250, max_pause_ms=2000,
                                   uncertain_pause_ms=1300,
-                                  speculative_reply=True)
+                                  speculative_reply=True, go_on_ms=1500)
     audio = AudioSettings(input_device=None, output_device=None, output_latency_ms=100,
                           speaker_tail_ms=300, echo_cancellation=False, echo_canceller="speex", barge_in=True,
                           stop_without_wake_word=True)

@@ -89,9 +89,12 @@ class FakeTranscriber:
         self.hold: threading.Event | None = None
         self.fail = False
         self.calls = 0
+        self.phrases: list[list[int]] = []  # the phrases in each call's audio, in order
 
     def transcribe(self, samples: np.ndarray) -> Transcript:
         self.calls += 1
+        said = [int(k) - SPEECH for k in samples[::FRAME_SAMPLES] if k >= SPEECH]
+        self.phrases.append(list(dict.fromkeys(said)))
         if self.hold is not None:
             self.hold.wait(5)
         if self.fail:
@@ -216,7 +219,7 @@ def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: fl
                synthesizer: FakeSynthesizer | None = None, player: FakePlayer | None = None,
                model: FakeModel | None = None, store: ListStore | None = None,
                microphone: FakeMicrophone | None = None, clock: Clock, judge: bool = False,
-               speculate: bool = False) -> VoiceParts:
+               speculate: bool = False, go_on_ms: int = 0) -> VoiceParts:
     """Voice parts over fakes, with the defaults' endpointing (and end-of-turn judgment)."""
     synthesizer = synthesizer or FakeSynthesizer()
     player = player or FakePlayer()
@@ -233,7 +236,7 @@ def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: fl
         speech=speech, microphone=microphone or FakeMicrophone(), wake_phrases=("hey jarvis",),
         judge=TurnJudge(TurnThresholds(finished_ms=250, max_pause_ms=2000, end_silence_ms=600,
                                        wake_phrases=("hey jarvis",))) if judge else None,
-        speculative_reply=speculate)
+        speculative_reply=speculate, go_on_ms=go_on_ms)
 
 
 def make_rig(start: float = 1000.0, **options: object) -> Rig:
@@ -814,13 +817,14 @@ class RecordingPlayer(FakePlayer):
         return await super().play(clip)
 
 
-def echo_rig() -> Rig:
+def echo_rig(**options: object) -> Rig:
     clock = Clock(1000.0)
     history = PlaybackHistory()
     synthesizer, player = LoudSynthesizer(), RecordingPlayer(history, clock)
     model, store, microphone = FakeModel(), ListStore(), FakeMicrophone()
     parts = replace(make_parts(synthesizer=synthesizer, player=player, model=model, store=store,
-                               microphone=microphone, clock=clock, barge_in=True),
+                               microphone=microphone, clock=clock, barge_in=True,
+                               **options),  # type: ignore[arg-type]
                     echo=EchoFilter(PassCanceller(), history))
     loop = VoiceLoop(parts, clock=clock)
     return Rig(loop, clock, parts.wake, parts.transcriber, synthesizer, player, model,  # type: ignore[arg-type]
@@ -1047,3 +1051,120 @@ def test_a_wake_word_just_after_she_said_it_herself_is_her_own():
     state = asyncio.run(wake_over_her(rig, 9000))  # her first sentence says "Jarvis"; this is loud
     assert state == d.SPEAKING  # enough to be the user, but she just said the name herself
     assert rig.loop.counters.self_wakes_suppressed == 1 and rig.loop.counters.barge_ins == 0
+
+
+# -- going on after the pause taken for the end ------------------------------------------------
+
+
+async def until_settled(rig: Rig, limit: int = 100) -> None:
+    """Feed silent frames until the loop's work is done (a turn is stored only as frames pass)."""
+    for _ in range(limit):
+        await rig.loop.on_frame(rig.frame(SILENCE))
+        for _ in range(20):
+            if rig.loop.settled:
+                return
+            await asyncio.sleep(0.001)
+    raise AssertionError(f"the loop is still busy in {rig.loop.state}")
+
+
+async def go_on_over_her(rig: Rig, loudness: int) -> str:
+    """"Tell me a joke." taken for the whole turn; her reply playing, the person goes on, as loud
+    as `loudness`, with "What is the capital of Germany?"; the state right after."""
+    rig.player.hold = asyncio.Event()  # her first sentence is playing
+    await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.8), wait=False)
+    await until(rig, d.SPEAKING)
+    assert rig.store.messages == []  # the person may still go on: nothing is stored yet
+    for _ in range(4):
+        await rig.loop.on_frame(phrase_frame(rig, WHOLE, loudness))
+    state = rig.loop.state
+    rig.player.hold.set()
+    rig.player.hold = None
+    await run_loop(rig, quiet(0.8), wait=False)
+    await until_settled(rig)
+    return state
+
+
+def test_going_on_over_her_reply_drops_it_and_sends_the_question_whole():
+    rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
+    state = asyncio.run(go_on_over_her(rig, OVER_HER))
+    counters = rig.loop.status()["counters"]
+    assert state == d.LISTENING
+    assert counters["went_on"] == 1 and counters["speculations_discarded"] == 1
+    assert rig.model.questions == [PHRASES[FINISHED], PHRASES[WHOLE]]
+    # the words before the pause are part of what Whisper heard the second time
+    assert rig.transcriber.phrases[-1] == [FINISHED, WHOLE]
+    # the dropped reply left nothing stored: one turn, user → assistant
+    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert counters["turns"] == 1
+
+
+def test_her_own_voice_in_the_moments_after_a_turn_is_not_the_person_going_on():
+    rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
+    state = asyncio.run(go_on_over_her(rig, 0))  # no louder than what cancelling leaves of her
+    assert state == d.SPEAKING and rig.loop.counters.went_on == 0
+    assert rig.model.questions == [PHRASES[FINISHED]]
+    assert stored(rig) == [(ChatRole.USER, PHRASES[FINISHED]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+
+
+def test_a_turn_is_stored_once_the_person_can_no_longer_go_on():
+    rig = make_rig(judge=True, speculate=True, go_on_ms=1500)
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.8), wait=False)
+        await until(rig, d.SPEAKING)
+        for _ in range(4):  # 1.12 s after the end of speech: it may still be the same turn
+            await rig.loop.on_frame(rig.frame(SILENCE))
+            await asyncio.sleep(0.005)
+        assert rig.store.messages == [] and rig.loop.counters.turns == 0
+        await until_settled(rig)
+
+    asyncio.run(scenario())
+    assert stored(rig) == [(ChatRole.USER, PHRASES[FINISHED]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert rig.loop.counters.turns == 1 and rig.loop.counters.went_on == 0
+
+
+def test_without_echo_cancelling_the_person_goes_on_only_before_she_is_heard():
+    rig = make_rig(judge=True, go_on_ms=1500)  # no reply ahead: the model is asked at the end
+    rig.model.hold = asyncio.Event()
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.4), wait=False)
+        await until(rig, d.THINKING)
+        for _ in range(3):
+            await rig.loop.on_frame(rig.frame(SPEECH + WHOLE))
+        assert rig.loop.state == d.LISTENING  # nothing was heard yet: the same turn goes on
+        rig.model.hold.set()
+        await run_loop(rig, quiet(0.8), wait=False)
+        await until(rig, d.SPEAKING)
+        for _ in range(3):  # what the microphone hears now may be her own voice
+            await rig.loop.on_frame(rig.frame(SPEECH + FINISHED))
+        assert rig.loop.state == d.SPEAKING
+        await until_settled(rig)
+
+    asyncio.run(scenario())
+    assert rig.loop.counters.went_on == 1
+    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+
+
+def test_the_wake_word_over_her_in_those_moments_keeps_the_turn_it_cuts():
+    rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()
+        await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.8), wait=False)
+        await until(rig, d.SPEAKING)
+        await rig.loop.on_frame(wake_frame(rig, 9000))
+        assert rig.loop.state == d.LISTENING
+        rig.player.hold.set()
+        rig.player.hold = None
+        await until_settled(rig)
+
+    asyncio.run(scenario())
+    messages = [(m.role, m.content, dict(m.metadata).get("interrupted")) for m in rig.store.messages]
+    assert messages[0] == (ChatRole.USER, PHRASES[FINISHED], None)
+    assert messages[1][0] is ChatRole.ASSISTANT and messages[1][2] == "true"
+    assert rig.loop.counters.went_on == 0

@@ -31,7 +31,15 @@ from elara.conversation.messages import PromptReady
 from elara.errors import ElaraError, LanguageModelError
 from elara.orchestrator import TurnResult
 from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in
-from elara.voice.endpoint import EarlyEnd, NoSpeech, Segmenter, SpeechResumed, SpeechStarted, UtteranceEnded
+from elara.voice.endpoint import (
+    SILENCE,
+    EarlyEnd,
+    NoSpeech,
+    Segmenter,
+    SpeechResumed,
+    SpeechStarted,
+    UtteranceEnded,
+)
 from elara.voice.speech import SpeechSink
 from elara.voice.stop import StopCandidate, StopSpotter, heard_stop
 from elara.voice.stt import Transcript
@@ -110,6 +118,8 @@ class VoiceParts:
     is_command: Callable[[str], bool] | None = None  # words a local command answers whole
     echo: EchoFilter | None = None  # takes her own voice out of the microphone (None: muted instead)
     stop_words: bool = False  # "stop" without the wake word while she speaks or a timer rings
+    go_on_ms: int = 0  # after the end of speech, the person may go on this long: the same turn
+    min_speech_ms: int = 200  # speech that counts as going on (as it counts as an onset)
 
 
 @dataclass
@@ -124,6 +134,7 @@ class LoopCounters:
     model_errors: int = 0
     failed_turns: int = 0
     speculations_discarded: int = 0
+    went_on: int = 0  # the person went on after the pause taken for the end: the reply was dropped
     barge_ins: int = 0  # the wake word over her reply or an announcement stopped it
     self_wakes_suppressed: int = 0  # a wake while she spoke that her own voice could explain
     stops: int = 0  # "stop" without the wake word silenced her
@@ -157,6 +168,16 @@ class _Speculation:
     commit: asyncio.Event
     holding: asyncio.Event  # set once the sink holds this reply's audio
     task: asyncio.Task[TurnResult]
+
+
+@dataclass
+class _GoOn:
+    """The moments after a turn was taken as over when the person may still go on with it: the
+    turn is stored (`commits` set) only once they pass in silence."""
+
+    until: float  # the clock's time the window closes
+    commits: list[asyncio.Event] = field(default_factory=list)
+    speech_frames: int = 0  # consecutive frames of speech heard in it
 
 
 @dataclass
@@ -195,6 +216,8 @@ class VoiceLoop:
         self._speculative_at: tuple[asyncio.Task[Transcript], float] | None = None  # when it came
         self._ahead: asyncio.Task[Transcript] | None = None  # the last speculative transcription
         self._speculation: _Speculation | None = None
+        self._go_on: _GoOn | None = None
+        self._resumed_frames = 0  # speech frames that went on, handed to the resumed capture
         self._dropping: asyncio.Task[None] | None = None  # a speculation being dropped
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
         self._announcing: asyncio.Task[None] | None = None
@@ -241,7 +264,7 @@ class VoiceLoop:
                 "counters": {"wakes": c.wakes, "turns": c.turns, "failed_turns": c.failed_turns,
                              "false_wake_drops": c.no_speech + c.rejected_utterances,
                              "model_errors": c.model_errors,
-                             "speculations_discarded": c.speculations_discarded,
+                             "speculations_discarded": c.speculations_discarded, "went_on": c.went_on,
                              "barge_ins": c.barge_ins, "self_wakes_suppressed": c.self_wakes_suppressed,
                              "stops": c.stops, "stop_checks": c.stop_checks,
                              "self_stops_suppressed": c.self_stops_suppressed,
@@ -274,11 +297,13 @@ class VoiceLoop:
 
     def cancel(self) -> None:
         """Abandon whatever is going on (the user said "stop") and wait for the wake word."""
+        self._close_go_on()
         self._handle(d.Cancel(at=self._clock()))
 
     async def shutdown(self, grace: float = 3.0) -> None:
         """Stop listening; give the turn in flight `grace` seconds to finish storing, then drop it."""
         self._listening = False
+        self._close_go_on()  # what was said is the turn: the reply in flight stores it
         for task in (self._announcing, self._stop_check):
             if task is not None:
                 task.cancel()
@@ -315,7 +340,7 @@ class VoiceLoop:
         self._maybe_announce()
         if self._listening:
             await self._feed_segmenter(frame)
-        else:
+        elif self._go_on is None or not await self._went_on(frame):
             state = self.state
             if state == d.IDLE or (state in (d.SPEAKING, d.ANNOUNCING) and self.parts.dialogue.barge_in):
                 await self._feed_wake_word(frame)
@@ -398,6 +423,7 @@ class VoiceLoop:
                 return
         if self.state != d.IDLE:
             self.counters.barge_ins += 1
+            self._close_go_on()  # a new turn over the reply: the one it answers stays stored
         self.counters.wakes += 1
         log.info("wake word %s (score %.2f)", detection.name, detection.score)
         self._turn = _Turn(wake=frame.captured_at)
@@ -434,6 +460,9 @@ class VoiceLoop:
             self._utterance = event
             self._turn.speech_end = self._last_speech_at
             self._turn.turn_end = now
+            go_on_ms = self.parts.go_on_ms
+            if event.reason == SILENCE and go_on_ms > 0 and self._last_speech_at is not None:
+                self._go_on = _GoOn(until=self._last_speech_at + go_on_ms / 1000)
             self._handle(d.UtteranceCaptured(at=now))
         elif isinstance(event, NoSpeech):
             self.counters.no_speech += 1
@@ -446,13 +475,64 @@ class VoiceLoop:
         first = 0 if start <= 0 else origin + round(start * SAMPLE_RATE)
         return audio[first:origin + round(end * SAMPLE_RATE)]
 
+    # -- the person going on after the pause taken for the end --------------------------------
+
+    async def _went_on(self, frame: AudioFrame) -> bool:
+        """Watch the moments after the turn was taken as over: the person going on with it drops
+        the reply begun (heard or not) and listens on, their first words kept. True if so."""
+        go_on, parts = self._go_on, self.parts
+        assert go_on is not None
+        if frame.captured_at >= go_on.until or self.state not in _TURN_TAKEN:
+            self._close_go_on()
+            return False
+        self._buffer.append(frame)
+        probability = await asyncio.to_thread(parts.vad.speech_probability, frame)
+        is_speech = probability >= parts.vad_threshold
+        if is_speech and parts.echo is not None:
+            # Over her voice, speech is what stands above what cancelling leaves of hers.
+            near, far = parts.echo.recent_levels(1)
+            is_speech = is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_HER_MARGIN_DB)
+        elif is_speech and self.state == d.SPEAKING:
+            is_speech = False  # her own voice, uncancelled, is all the microphone may hear
+        go_on.speech_frames = go_on.speech_frames + 1 if is_speech else 0
+        if go_on.speech_frames * frame.duration * 1000 < max(parts.min_speech_ms, 1):
+            return False
+        self._go_on = None
+        self.counters.went_on += 1
+        self.counters.speculations_discarded += 1
+        log.info("the person went on %.2f s after their words seemed done: dropping the reply "
+                 "begun (%s) and listening on", frame.captured_at - go_on.until + parts.go_on_ms / 1000,
+                 self.state)
+        self._resumed_frames = go_on.speech_frames
+        self._handle(d.SpeechContinued(at=frame.captured_at))
+        return True
+
+    def _close_go_on(self) -> None:
+        """The person did not go on (or began something else): the turn is theirs to keep."""
+        go_on, self._go_on = self._go_on, None
+        if go_on is None:
+            return
+        if go_on.commits:
+            self.counters.turns += 1
+        for commit in go_on.commits:
+            commit.set()
+        self._buffer = []  # the transcription took its slice when it began
+
+    def _commit_when_sure(self, commit: asyncio.Event) -> None:
+        """Store the turn (set `commit`) now, or once the person can no longer go on with it."""
+        if self._go_on is None:
+            self.counters.turns += 1
+            commit.set()
+        else:
+            self._go_on.commits.append(commit)
+
     # -- "stop" without the wake word -------------------------------------------------------
 
     def _should_spot(self, frame: AudioFrame) -> bool:
         """Listen for "stop" while she speaks (her echo cancelled) or while a timer rings."""
         parts = self.parts
-        if not parts.stop_words or self._listening:
-            return False
+        if not parts.stop_words or self._listening or self._go_on is not None:
+            return False  # while the person may go on, the go-on watch has the VAD
         state = self.state
         if state in (d.SPEAKING, d.ANNOUNCING):
             return parts.echo is not None
@@ -552,6 +632,7 @@ class VoiceLoop:
     def _stop_heard(self) -> None:
         """The person said "stop": silence the reply or the ringing, start no turn, ask nothing."""
         self.counters.stops += 1
+        self._close_go_on()
         state = self.state
         log.info("heard \"stop\" while %s: silenced", state)
         if self.announcer is not None:
@@ -732,13 +813,26 @@ class VoiceLoop:
 
     def _start_listening(self, intent: d.StartListening) -> None:
         self._drop_speculation("listening anew")
-        self.parts.segmenter.reset()
-        self.parts.vad.reset()
+        segmenter = self.parts.segmenter
+        segmenter.reset()
         self._listening = True
-        self._buffer = [] if intent.follow_up else list(self._pre_roll)
-        self._origin_frames = len(self._buffer)
         self._speculative = None
         self._utterance = None
+        if intent.resumed:
+            # The same turn goes on: its words so far, the pause, and the speech that went on
+            # (already in the buffer) are one utterance; the segmenter starts on that speech.
+            self._go_on = None
+            resumed, self._resumed_frames = self._resumed_frames, 0
+            self._origin_frames = len(self._buffer) - resumed
+            for frame in self._buffer[self._origin_frames:]:
+                for event in segmenter.feed(frame.duration, True):
+                    self._on_segment_event(event, frame.captured_at)
+            self._turn = _Turn(wake=self._turn.wake, listening=self._turn.listening)
+            return
+        self._close_go_on()
+        self.parts.vad.reset()
+        self._buffer = [] if intent.follow_up else list(self._pre_roll)
+        self._origin_frames = len(self._buffer)
         if intent.follow_up:
             self._turn = _Turn()
         self._turn.listening = self._clock()
@@ -763,7 +857,8 @@ class VoiceLoop:
                 self.announcer.post(Announcement(apology, APOLOGY, chime=False, stored=False))
             return
         finally:
-            self._buffer = []
+            if self._go_on is None and turn == self.parts.dialogue.turn:
+                self._buffer = []  # else kept while the person may still go on with these words
         now = self._clock()
         came = self._speculative_at
         # The speculative transcript counts from when it came, not from when the turn ended.
@@ -792,7 +887,6 @@ class VoiceLoop:
 
     async def _reply(self, prompt: PromptReady, turn: int, parts: VoiceParts) -> None:
         started = self._clock()
-        self.counters.turns += 1
         speech = parts.speech
         speculation = self._adopt_speculation(prompt.text)
         speech.on_first_audio = lambda: self._handle(d.ReplyStarted(at=self._clock(), turn=turn))
@@ -800,13 +894,15 @@ class VoiceLoop:
             if speculation is not None:
                 # The reply started ahead answers exactly these words: store them, let it play.
                 started = speculation.started
-                speculation.commit.set()
+                self._commit_when_sure(speculation.commit)
                 speech.release()
                 result = await speculation.task
             else:
                 if self._dropping is not None:
                     await asyncio.gather(self._dropping, return_exceptions=True)
-                result = await parts.orchestrator.on_prompt_ready(prompt)
+                commit = asyncio.Event()
+                self._commit_when_sure(commit)
+                result = await parts.orchestrator.on_prompt_ready(prompt, commit=commit)
             await speech.finish()
         except asyncio.CancelledError:
             await speech.stop()
@@ -864,6 +960,8 @@ def _chime(sample_rate: int) -> AudioClip:
     return chime(sample_rate)
 
 
+#: the states in which the turn was taken as over and the person may still go on with it
+_TURN_TAKEN = (d.TRANSCRIBING, d.THINKING, d.SPEAKING)
 #: frames a wake phrase spans, over which the barge-in decision compares levels
 _WAKE_WINDOW_FRAMES = 12
 #: the audio kept while spotting "stop": the longest candidate, its joined gaps and a lead
