@@ -85,6 +85,15 @@ def asked(server: FakeOllamaServer, before: int) -> str:
     return chats[-1]["messages"][-1]["content"] if chats else ""
 
 
+def last_user_words(env: dict[str, str]) -> str:
+    """The user's words of the last stored turn (a local command's never reach the model)."""
+    listed = subprocess.run([str(REPO / ".venv/bin/elara"), "history", "list", "--limit", "4"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    users = [line.split("user", 1)[1].strip() for line in listed.stdout.splitlines()
+             if line[21:].startswith("user")]
+    return users[-1] if users else ""
+
+
 def speak_into(daemon: DaemonProcess, card: VirtualSoundCard, clip: Path) -> str | None:
     """Play a clip into the mic; the turn's timing line once Elara is idle again (None: no turn)."""
     turns, idle = daemon.count("turn timings"), daemon.count("waiting for the wake word")
@@ -139,7 +148,7 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
                 if speak_into(daemon, card, clip) is None:
                     print(f"  {voice} hesitant: no turn (not woken?)", file=sys.stderr)
                     continue
-                text = asked(server, before)
+                text = asked(server, before) or last_user_words(env)
                 # Cut: what reached the model has no more words than the part before the pause.
                 cut = len(_WORDS.findall(text.lower())) <= len(_WORDS.findall(first.lower()))
                 out["answered"] += 1

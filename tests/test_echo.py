@@ -13,6 +13,7 @@ from elara.voice.echo import (
     LearningCanceller,
     SpeexCanceller,
     is_barge_in,
+    is_speech_over_her,
     make_canceller,
 )
 
@@ -169,3 +170,35 @@ def test_aec3_answers_until_speexdsp_has_learnt_the_room_and_stopped_getting_bet
     for _ in range(200):
         assert canceller.process(near, np.zeros(FRAME_SAMPLES, dtype=np.int16)).max() == 0
     assert not canceller.learnt
+
+
+@pytest.mark.parametrize("near, far, erle, ratio, expected", [
+    (500.0, 0.0, 0.0, 0.5, True),  # she is silent
+    (200.0, 4000.0, 0.0, 0.0, True),  # the microphone doesn't hear her at all: any speech is theirs
+    (200.0, 4000.0, 0.0, None, False),  # not measured yet: her echo might be as loud as she is
+    (2000.0, 4000.0, 20.0, 0.1, True),  # 400 left of her; 2000 is 14 dB above it
+    (1000.0, 4000.0, 20.0, 0.1, False),  # 8 dB above what is left of her: could be her
+    (3000.0, 4000.0, 0.0, 1.0, False),  # nothing cancelled: her voice is all there is
+])
+def test_speech_over_her_stands_above_what_is_left_of_her_voice(near, far, erle, ratio, expected):
+    assert is_speech_over_her(near, far, erle, ratio) is expected
+
+
+@pytest.mark.parametrize("gain, most", [(0.0, 0.01), (0.5, 0.1)])
+def test_what_cancelling_leaves_of_her_voice_is_measured(far, gain, most):
+    """A microphone that doesn't hear the speaker leaves nothing of her; one across a room
+    (speexdsp having learnt it) a small part."""
+    mic = room(far, 60, gain)
+    history = PlaybackHistory(seconds=30)
+    for i in range(0, len(far), 320):
+        history.write(100.0 + i / SAMPLE_RATE, far[i:i + 320], SAMPLE_RATE)
+    echo = EchoFilter(make_canceller("speex"), history)
+    ratios = []
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        frame = AudioFrame(mic[i:i + FRAME_SAMPLES].astype(np.int16), 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE)
+        echo.clean(frame)
+        ratios.append(echo.residual_ratio())
+    assert ratios[0] is None  # too few of her frames yet: the worst case rules
+    assert ratios[-1] is not None and ratios[-1] <= most
+    echo.reset()
+    assert echo.residual_ratio() is None

@@ -798,11 +798,14 @@ class PassCanceller:
 
 
 class LoudSynthesizer(FakeSynthesizer):
-    """A second of her voice per sentence, at RMS 3000."""
+    """`seconds` (a second) of her voice per sentence, at RMS 3000."""
+
+    seconds = 1.0
 
     def synthesize(self, text: str) -> AudioClip:
         self.said.append(text)
-        return AudioClip(np.full(self.sample_rate, 3000, dtype=np.int16), self.sample_rate)
+        return AudioClip(np.full(round(self.sample_rate * self.seconds), 3000, dtype=np.int16),
+                         self.sample_rate)
 
 
 class RecordingPlayer(FakePlayer):
@@ -1071,9 +1074,10 @@ async def go_on_over_her(rig: Rig, loudness: int) -> str:
     """"Tell me a joke." taken for the whole turn; her reply playing, the person goes on, as loud
     as `loudness`, with "What is the capital of Germany?"; the state right after."""
     rig.player.hold = asyncio.Event()  # her first sentence is playing
+    stored_before = len(rig.store.messages)
     await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.8), wait=False)
     await until(rig, d.SPEAKING)
-    assert rig.store.messages == []  # the person may still go on: nothing is stored yet
+    assert len(rig.store.messages) == stored_before  # the person may still go on: nothing stored
     for _ in range(4):
         await rig.loop.on_frame(phrase_frame(rig, WHOLE, loudness))
     state = rig.loop.state
@@ -1168,3 +1172,24 @@ def test_the_wake_word_over_her_in_those_moments_keeps_the_turn_it_cuts():
     assert messages[0] == (ChatRole.USER, PHRASES[FINISHED], None)
     assert messages[1][0] is ChatRole.ASSISTANT and messages[1][2] == "true"
     assert rig.loop.counters.went_on == 0
+
+
+def test_where_the_microphone_does_not_hear_her_the_person_goes_on_at_any_loudness():
+    """Once her voice was heard to leave nothing in the microphone (a headset, a far speaker),
+    speech over her is the person's even as quiet as what she plays."""
+    rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
+
+    async def scenario():
+        rig.synthesizer.seconds = 3.0  # the history holds one sentence: the fakes play at once
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until_settled(rig)  # three seconds of her voice, none of it in the microphone
+        await run_loop(rig, quiet(3.0), wait=False)
+        rig.synthesizer.seconds = 1.0
+        await until(rig, d.IDLE)
+        assert rig.loop.parts.echo is not None and rig.loop.parts.echo.residual_ratio() == 0.0
+        return await go_on_over_her(rig, 0)
+
+    assert asyncio.run(scenario()) == d.LISTENING
+    assert rig.loop.counters.went_on == 1
+    assert stored(rig)[-2:] == [(ChatRole.USER, PHRASES[WHOLE]),
+                                (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]

@@ -15,6 +15,8 @@ from elara.voice.models import TURN_MODEL_KEY, resolve_turn_model, smart_turn_pa
 from elara.voice.turn import (
     Action,
     Ending,
+    GoingOn,
+    GoOnWatch,
     Judgment,
     PauseSignals,
     TurnJudge,
@@ -294,3 +296,23 @@ def test_a_whole_command_is_a_finished_turn(text, command, verdict):
     judgment = judge(PauseSignals(silence_ms=240, transcript=text, transcript_logprob=-0.9,
                                   command=command), TurnThresholds(wake_phrases=("hey jarvis",)))
     assert judgment.verdict is verdict
+
+
+# -- going on after the turn was taken as over -------------------------------------------------
+
+W, O, G = GoingOn.WATCHING, GoingOn.OVER, GoingOn.WENT_ON
+
+
+@pytest.mark.parametrize("frames, min_speech_ms, expected", [
+    ([0, 0, 0, 0], 200, [W, W, W, W]),  # silence: still watching
+    ([1, 1, 1], 200, [W, W, G]),  # 240 ms of speech in a row: they went on
+    ([1, 1, 0, 1, 1], 200, [W, W, W, W, W]),  # a click, a breath: not in a row
+    ([1], 0, [G]),  # MinSpeechMs 0: one frame is enough
+    ([0] * 18 + [1, 1, 1], 200, [W] * 18 + [O, O, O]),  # 1.5 s passed: too late, the turn is theirs
+])
+def test_the_go_on_watch(frames, min_speech_ms, expected):
+    watch = GoOnWatch(until=101.5, min_speech_ms=min_speech_ms)
+    seen = [watch.feed(100.0 + (i + 1) * 0.08, 0.08, bool(speech)) for i, speech in enumerate(frames)]
+    assert seen == expected
+    if G in seen:  # the frames the speech that went on spans, for the capture that goes on
+        assert watch.speech_frames == (3 if min_speech_ms else 1)

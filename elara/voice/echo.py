@@ -57,6 +57,12 @@ BARGE_IN_MARGIN_DB = 6.0
 SPEECH_OVER_HER_MARGIN_DB = 12.0
 
 
+#: far-active frames over which what cancelling leaves of her voice is measured (≈5 s of her voice)
+RESIDUAL_FRAMES = 64
+#: … and how many it takes before the measure is trusted over the ERLE's worst case
+RESIDUAL_MIN_FRAMES = 25
+
+
 class Canceller(Protocol):
     """An acoustic echo canceller on 16 kHz mono int16 audio."""
 
@@ -241,6 +247,19 @@ def is_barge_in(near_rms: float, far_rms: float, erle_db: float,
     return near_rms > residual * 10 ** (margin_db / 20)
 
 
+def is_speech_over_her(near_rms: float, far_rms: float, erle_db: float, residual_ratio: float | None,
+                       margin_db: float = SPEECH_OVER_HER_MARGIN_DB) -> bool:
+    """Is a frame of speech while she talks the person's? Yes when the cleaned level `near_rms`
+    stands `margin_db` above what cancelling has lately left of her voice (`residual_ratio`: the
+    cleaned level per unit of far-end level, measured); until that is measured, `is_barge_in`'s
+    worst case (her echo as loud as the far end, lowered by the ERLE)."""
+    if residual_ratio is None:
+        return is_barge_in(near_rms, far_rms, erle_db, margin_db)
+    if far_rms < FAR_ACTIVE_RMS:
+        return True
+    return near_rms > max(far_rms * residual_ratio, 1.0) * 10 ** (margin_db / 20)
+
+
 @dataclass
 class EchoCounters:
     """What the echo filter has done (for `elara status`)."""
@@ -274,6 +293,8 @@ class EchoFilter:
         self._collected = 0
         #: per recent frame: cleaned level and far-end level (RMS), for `recent_levels`
         self._levels: collections.deque[tuple[float, float]] = collections.deque(maxlen=25)
+        #: cleaned level / far-end level of recent frames she spoke in, for `residual_ratio`
+        self._residuals: collections.deque[float] = collections.deque(maxlen=RESIDUAL_FRAMES)
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
         self._target: float | None = None  # the delay behind its reference the filter learns at
@@ -294,6 +315,8 @@ class EchoFilter:
         self.counters.processed += 1
         far_rms, near_rms, out_rms = _rms(far), _rms(near), _rms(cleaned)
         self._levels.append((out_rms, far_rms))
+        if far_rms >= FAR_ACTIVE_RMS:
+            self._residuals.append(out_rms / far_rms)
         if far_rms >= FAR_ACTIVE_RMS and near_rms > 0:
             erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
             self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
@@ -327,8 +350,17 @@ class EchoFilter:
             return 0.0, 0.0
         return max(n for n, _ in recent), max(f for _, f in recent)
 
+    def residual_ratio(self) -> float | None:
+        """What cancelling leaves of her voice per unit of far-end level: the median over her
+        recent frames (someone talking over her in fewer than half of them doesn't move it), or
+        None until enough were heard. 0 where the microphone doesn't hear the speaker at all."""
+        if len(self._residuals) < RESIDUAL_MIN_FRAMES:
+            return None
+        return float(np.median(self._residuals))
+
     def reset(self) -> None:
         """Start over (a new microphone or speaker)."""
+        self._residuals.clear()
         with self._lock:
             self.canceller.reset()
         self.erle_db, self.delay_ms = 0.0, None

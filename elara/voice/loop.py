@@ -30,7 +30,7 @@ from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioC
 from elara.conversation.messages import PromptReady
 from elara.errors import ElaraError, LanguageModelError
 from elara.orchestrator import TurnResult
-from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in
+from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in, is_speech_over_her
 from elara.voice.endpoint import (
     SILENCE,
     EarlyEnd,
@@ -44,6 +44,8 @@ from elara.voice.speech import SpeechSink
 from elara.voice.stop import StopCandidate, StopSpotter, heard_stop
 from elara.voice.stt import Transcript
 from elara.voice.turn import (
+    GoingOn,
+    GoOnWatch,
     Judgment,
     PauseSignals,
     TurnJudge,
@@ -175,9 +177,8 @@ class _GoOn:
     """The moments after a turn was taken as over when the person may still go on with it: the
     turn is stored (`commits` set) only once they pass in silence."""
 
-    until: float  # the clock's time the window closes
+    watch: GoOnWatch
     commits: list[asyncio.Event] = field(default_factory=list)
-    speech_frames: int = 0  # consecutive frames of speech heard in it
 
 
 @dataclass
@@ -462,7 +463,8 @@ class VoiceLoop:
             self._turn.turn_end = now
             go_on_ms = self.parts.go_on_ms
             if event.reason == SILENCE and go_on_ms > 0 and self._last_speech_at is not None:
-                self._go_on = _GoOn(until=self._last_speech_at + go_on_ms / 1000)
+                self._go_on = _GoOn(GoOnWatch(until=self._last_speech_at + go_on_ms / 1000,
+                                              min_speech_ms=self.parts.min_speech_ms))
             self._handle(d.UtteranceCaptured(at=now))
         elif isinstance(event, NoSpeech):
             self.counters.no_speech += 1
@@ -482,7 +484,7 @@ class VoiceLoop:
         the reply begun (heard or not) and listens on, their first words kept. True if so."""
         go_on, parts = self._go_on, self.parts
         assert go_on is not None
-        if frame.captured_at >= go_on.until or self.state not in _TURN_TAKEN:
+        if frame.captured_at >= go_on.watch.until or self.state not in _TURN_TAKEN:
             self._close_go_on()
             return False
         self._buffer.append(frame)
@@ -491,19 +493,18 @@ class VoiceLoop:
         if is_speech and parts.echo is not None:
             # Over her voice, speech is what stands above what cancelling leaves of hers.
             near, far = parts.echo.recent_levels(1)
-            is_speech = is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_HER_MARGIN_DB)
+            is_speech = is_speech_over_her(near, far, parts.echo.erle_db, parts.echo.residual_ratio())
         elif is_speech and self.state == d.SPEAKING:
             is_speech = False  # her own voice, uncancelled, is all the microphone may hear
-        go_on.speech_frames = go_on.speech_frames + 1 if is_speech else 0
-        if go_on.speech_frames * frame.duration * 1000 < max(parts.min_speech_ms, 1):
+        if go_on.watch.feed(frame.captured_at, frame.duration, is_speech) is not GoingOn.WENT_ON:
             return False
         self._go_on = None
         self.counters.went_on += 1
         self.counters.speculations_discarded += 1
         log.info("the person went on %.2f s after their words seemed done: dropping the reply "
-                 "begun (%s) and listening on", frame.captured_at - go_on.until + parts.go_on_ms / 1000,
-                 self.state)
-        self._resumed_frames = go_on.speech_frames
+                 "begun (%s) and listening on",
+                 frame.captured_at - go_on.watch.until + parts.go_on_ms / 1000, self.state)
+        self._resumed_frames = go_on.watch.speech_frames
         self._handle(d.SpeechContinued(at=frame.captured_at))
         return True
 

@@ -264,6 +264,40 @@ def pause_limit_ms(judgment: Judgment | None, end_silence_ms: int) -> int:
     return end_silence_ms if judgment is None else judgment.end_after_ms
 
 
+class GoingOn(enum.Enum):
+    """What the moments after a turn was taken as over have shown so far."""
+
+    WATCHING = "watching"
+    OVER = "over"  # they passed without the person going on: the turn is theirs to keep
+    WENT_ON = "went_on"  # the person went on with the same turn
+
+
+@dataclass
+class GoOnWatch:
+    """The moments after a turn was taken as over in which the person may still go on with it
+    (`Listening.GoOnMs` after their speech ended), her reply begun or not.
+
+    Pure: fed each frame's capture time, length and whether it held the person's speech (the
+    caller tells her own voice apart). `min_speech_ms` of speech in a row (at least one frame)
+    before `until` means they went on; `speech_frames` is how many frames that speech spans."""
+
+    until: float
+    min_speech_ms: float = 200.0
+    speech_frames: int = 0
+    speech_ms: float = 0.0
+
+    def feed(self, at: float, duration_s: float, speech: bool) -> GoingOn:
+        """Account for one frame; what the moments have shown now."""
+        if at >= self.until:
+            return GoingOn.OVER
+        if not speech:
+            self.speech_frames, self.speech_ms = 0, 0.0
+            return GoingOn.WATCHING
+        self.speech_frames += 1
+        self.speech_ms += duration_s * 1000
+        return GoingOn.WENT_ON if self.speech_ms >= self.min_speech_ms else GoingOn.WATCHING
+
+
 class TurnJudge:
     """`judge` with settled thresholds (swap `thresholds` on a settings reload)."""
 
