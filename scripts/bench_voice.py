@@ -89,8 +89,8 @@ def last_user_words(env: dict[str, str]) -> str:
     """The user's words of the last stored turn (a local command's never reach the model)."""
     listed = subprocess.run([str(REPO / ".venv/bin/elara"), "history", "list", "--limit", "4"], env=env,
                             capture_output=True, text=True, timeout=60)
-    users = [line.split("user", 1)[1].strip() for line in listed.stdout.splitlines()
-             if line[21:].startswith("user")]
+    users = [line[21:].split(None, 1)[1] for line in listed.stdout.splitlines()
+             if line[21:].lower().startswith("user ")]
     return users[-1] if users else ""
 
 

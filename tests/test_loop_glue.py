@@ -90,11 +90,13 @@ class FakeTranscriber:
         self.fail = False
         self.calls = 0
         self.phrases: list[list[int]] = []  # the phrases in each call's audio, in order
+        self.seconds: list[float] = []  # each call's audio length
 
     def transcribe(self, samples: np.ndarray) -> Transcript:
         self.calls += 1
         said = [int(k) - SPEECH for k in samples[::FRAME_SAMPLES] if k >= SPEECH]
         self.phrases.append(list(dict.fromkeys(said)))
+        self.seconds.append(len(samples) / SAMPLE_RATE)
         if self.hold is not None:
             self.hold.wait(5)
         if self.fail:
@@ -1095,8 +1097,11 @@ def test_going_on_over_her_reply_drops_it_and_sends_the_question_whole():
     assert state == d.LISTENING
     assert counters["went_on"] == 1 and counters["speculations_discarded"] == 1
     assert rig.model.questions == [PHRASES[FINISHED], PHRASES[WHOLE]]
-    # the words before the pause are part of what Whisper heard the second time
+    # the words before the pause are part of what Whisper heard the second time, and the pause
+    # only as much as reads as one (not a second of silence or of her echo)
     assert rig.transcriber.phrases[-1] == [FINISHED, WHOLE]
+    words = FRAME * (1 + round(1.2 / FRAME) + 4)  # the wake word, the words, the words going on
+    assert words + 0.3 < rig.transcriber.seconds[-1] < words + 0.8
     # the dropped reply left nothing stored: one turn, user → assistant
     assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]

@@ -300,7 +300,7 @@ def test_a_whole_command_is_a_finished_turn(text, command, verdict):
 
 # -- going on after the turn was taken as over -------------------------------------------------
 
-W, O, G = GoingOn.WATCHING, GoingOn.OVER, GoingOn.WENT_ON
+W, OVER, G = GoingOn.WATCHING, GoingOn.OVER, GoingOn.WENT_ON
 
 
 @pytest.mark.parametrize("frames, min_speech_ms, expected", [
@@ -308,7 +308,9 @@ W, O, G = GoingOn.WATCHING, GoingOn.OVER, GoingOn.WENT_ON
     ([1, 1, 1], 200, [W, W, G]),  # 240 ms of speech in a row: they went on
     ([1, 1, 0, 1, 1], 200, [W, W, W, W, W]),  # a click, a breath: not in a row
     ([1], 0, [G]),  # MinSpeechMs 0: one frame is enough
-    ([0] * 18 + [1, 1, 1], 200, [W] * 18 + [O, O, O]),  # 1.5 s passed: too late, the turn is theirs
+    ([0] * 19 + [1, 1, 1], 200, [W] * 18 + [OVER] * 4),  # 1.5 s passed: too late, the turn is theirs
+    ([0] * 18 + [1, 1, 1], 200, [W] * 18 + [W, W, G]),  # begun in the last frame of the moments: in time
+    ([0] * 17 + [1, 0, 1], 200, [W] * 17 + [W, OVER, OVER]),  # begun in time, but not kept up
 ])
 def test_the_go_on_watch(frames, min_speech_ms, expected):
     watch = GoOnWatch(until=101.5, min_speech_ms=min_speech_ms)

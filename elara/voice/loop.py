@@ -484,7 +484,7 @@ class VoiceLoop:
         the reply begun (heard or not) and listens on, their first words kept. True if so."""
         go_on, parts = self._go_on, self.parts
         assert go_on is not None
-        if frame.captured_at >= go_on.watch.until or self.state not in _TURN_TAKEN:
+        if go_on.watch.over(frame.captured_at) or self.state not in _TURN_TAKEN:
             self._close_go_on()
             return False
         self._buffer.append(frame)
@@ -496,7 +496,10 @@ class VoiceLoop:
             is_speech = is_speech_over_her(near, far, parts.echo.erle_db, parts.echo.residual_ratio())
         elif is_speech and self.state == d.SPEAKING:
             is_speech = False  # her own voice, uncancelled, is all the microphone may hear
-        if go_on.watch.feed(frame.captured_at, frame.duration, is_speech) is not GoingOn.WENT_ON:
+        seen = go_on.watch.feed(frame.captured_at, frame.duration, is_speech)
+        if seen is GoingOn.OVER:
+            self._close_go_on()
+        if seen is not GoingOn.WENT_ON:
             return False
         self._go_on = None
         self.counters.went_on += 1
@@ -505,7 +508,19 @@ class VoiceLoop:
                  "begun (%s) and listening on",
                  frame.captured_at - go_on.watch.until + parts.go_on_ms / 1000, self.state)
         self._resumed_frames = go_on.watch.speech_frames
+        dropped = self._work
         self._handle(d.SpeechContinued(at=frame.captured_at))
+        if dropped is not None and not dropped.done():
+            # A reply started ahead for the words that go on must not be held and then let
+            # go by this one's stop(): it waits for this one to be gone, as for any drop.
+            previous = self._dropping
+
+            async def gone() -> None:
+                if previous is not None:
+                    await asyncio.gather(previous, return_exceptions=True)
+                await asyncio.gather(dropped, return_exceptions=True)
+
+            self._dropping = asyncio.create_task(gone(), name="drop-reply-gone-on")
         return True
 
     def _close_go_on(self) -> None:
@@ -818,12 +833,15 @@ class VoiceLoop:
         segmenter.reset()
         self._listening = True
         self._speculative = None
-        self._utterance = None
+        words_so_far, self._utterance = self._utterance, None
         if intent.resumed:
             # The same turn goes on: its words so far, the pause, and the speech that went on
             # (already in the buffer) are one utterance; the segmenter starts on that speech.
             self._go_on = None
             resumed, self._resumed_frames = self._resumed_frames, 0
+            if words_so_far is not None:
+                self._buffer = _shorten_pause(self._buffer, self._origin_frames, words_so_far.end,
+                                              resumed)
             self._origin_frames = len(self._buffer) - resumed
             for frame in self._buffer[self._origin_frames:]:
                 for event in segmenter.feed(frame.duration, True):
@@ -974,6 +992,22 @@ _HER_WORDS_SECONDS = 3.0
 #: how alike a word she said must be to the wake word's name to explain a wake ("Jervis" is,
 #: "Paris" is not): her words are exact, not Whisper's guesses
 _HER_WAKE_SIMILARITY = 0.8
+
+
+#: of a pause the person went on after, what Whisper hears: enough to read as a pause
+_PAUSE_KEPT_FRAMES = 5
+
+
+def _shorten_pause(frames: list[AudioFrame], origin: int, words_end: float, resumed: int) -> list[AudioFrame]:
+    """The words so far (up to `words_end`, segmenter time from `origin`), at most
+    `_PAUSE_KEPT_FRAMES` of the pause after them, and the last `resumed` frames (the speech that
+    went on). A second of silence, or of what cancelling left of her reply, inside an utterance
+    sends tiny Whisper into repeating itself."""
+    end = origin + round(words_end / FRAME_SECONDS)
+    going_on = len(frames) - resumed
+    if going_on - end <= _PAUSE_KEPT_FRAMES:
+        return frames
+    return frames[:end + _PAUSE_KEPT_FRAMES] + frames[going_on:]
 
 
 def _pre_roll_frames(pre_roll_ms: int) -> int:

@@ -279,19 +279,25 @@ class GoOnWatch:
 
     Pure: fed each frame's capture time, length and whether it held the person's speech (the
     caller tells her own voice apart). `min_speech_ms` of speech in a row (at least one frame)
-    before `until` means they went on; `speech_frames` is how many frames that speech spans."""
+    begun before `until` means they went on (speech begun in time counts even when it reaches
+    `min_speech_ms` later); `speech_frames` is how many frames that speech spans."""
 
     until: float
     min_speech_ms: float = 200.0
     speech_frames: int = 0
     speech_ms: float = 0.0
 
+    def over(self, at: float) -> bool:
+        """Have the moments passed at `at` (no speech begun in them still being weighed)?"""
+        return self.speech_frames == 0 and at >= self.until
+
     def feed(self, at: float, duration_s: float, speech: bool) -> GoingOn:
-        """Account for one frame; what the moments have shown now."""
-        if at >= self.until:
-            return GoingOn.OVER
+        """Account for one frame (`at`: when it ends); what the moments have shown now."""
         if not speech:
             self.speech_frames, self.speech_ms = 0, 0.0
+        if self.over(at - duration_s if speech else at):
+            return GoingOn.OVER
+        if not speech:
             return GoingOn.WATCHING
         self.speech_frames += 1
         self.speech_ms += duration_s * 1000
