@@ -108,7 +108,7 @@ def test_embedded_provider_settings_from_the_environment():
     ({"ELARA__Listening__TurnJudgment": "smart"}, 'Listening.TurnJudgment: expected one of "transcript", "off"'),
     ({"ELARA__Listening__MaxPauseMs": "500"}, "Listening.MaxPauseMs (500) is shorter than Listening.EndSilenceMs (600)"),
     ({"ELARA__Listening__UncertainPauseMs": "2500"}, "Listening.UncertainPauseMs (2500) must lie between"),
-    ({"ELARA__Listening__FinishedMs": "1500"}, "Listening.UncertainPauseMs (1300) must lie between"),
+    ({"ELARA__Listening__FinishedMs": "1500"}, "Listening.UncertainPauseMs (400) must lie between"),
     ({"ELARA__Listening__FinishedMs": "700", "ELARA__Listening__UncertainPauseMs": "1300",
       "ELARA__Listening__EndSilenceMs": "650"}, "Listening.FinishedMs (700) is longer than Listening.EndSilenceMs"),
     ({"ELARA__Audio__OutputLatencyMs": "5"}, "Audio.OutputLatencyMs: expected an integer from 10"),
