@@ -109,7 +109,8 @@ def _check_pauses(listening: schema.ListeningSettings) -> None:
             f"Listening.MaxPauseMs ({listening.max_pause_ms}) is shorter than Listening.EndSilenceMs "
             f"({listening.end_silence_ms}): the longest pause must be at least the plain one; raise "
             "MaxPauseMs or lower EndSilenceMs")
-    if not listening.finished_ms <= listening.uncertain_pause_ms <= listening.max_pause_ms:
+    if (listening.uncertain_pause_ms is not None
+            and not listening.finished_ms <= listening.uncertain_pause_ms <= listening.max_pause_ms):
         raise ConfigError(
             f"Listening.UncertainPauseMs ({listening.uncertain_pause_ms}) must lie between "
             f"Listening.FinishedMs ({listening.finished_ms}) and Listening.MaxPauseMs "

@@ -198,8 +198,10 @@ def voice_parts(settings: Settings, dialogue: Dialogue, *, wake: WakeWordDetecto
         orchestrator=orchestrator, speech=speech, microphone=microphone,
         vad_threshold=settings.listening.vad_threshold, pre_roll_ms=settings.listening.pre_roll_ms,
         speaker_tail_ms=settings.audio.speaker_tail_ms, wake_phrases=wake_phrases(wake),
-        judge=(TurnJudge(TurnThresholds.from_settings(settings.listening, wake_phrases(wake)))
-               if settings.listening.turn_judgment != "off" else None),
+        judge=(TurnJudge(TurnThresholds.from_settings(
+            settings.listening, wake_phrases(wake),
+            going_on_heard=echo is not None and settings.listening.go_on_ms > 0))
+            if settings.listening.turn_judgment != "off" else None),
         speculative_reply=settings.listening.speculative_reply,
         go_on_ms=settings.listening.go_on_ms, min_speech_ms=settings.listening.min_speech_ms,
         ring_seconds=settings.timers.ring_seconds,

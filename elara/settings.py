@@ -201,7 +201,8 @@ class ListeningSettings:
     follow_up_seconds: float = setting("FollowUpSeconds", min=0, max=120)
     turn_judgment: str = setting("TurnJudgment", choices=("transcript", "off"))
     finished_ms: int = setting("FinishedMs", min=0, max=10_000)
-    uncertain_pause_ms: int = setting("UncertainPauseMs", min=0, max=10_000)
+    # null: 400 ms where going on over her reply is heard (echo cancelling), else 1300 ms
+    uncertain_pause_ms: int | None = setting("UncertainPauseMs", min=0, max=10_000)
     max_pause_ms: int = setting("MaxPauseMs", min=80, max=10_000)
     speculative_reply: bool = setting("SpeculativeReply")
     # the person may go on this long after their speech ended, her reply begun or not (0 = off)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from elara.config import load_settings
 from elara.errors import ModelLoadError, ModelNotFoundError
 from elara.voice.models import TURN_MODEL_KEY, resolve_turn_model, smart_turn_path
 from elara.voice.turn import (
@@ -318,3 +320,15 @@ def test_the_go_on_watch(frames, min_speech_ms, expected):
     assert seen == expected
     if G in seen:  # the frames the speech that went on spans, for the capture that goes on
         assert watch.speech_frames == (3 if min_speech_ms else 1)
+
+
+@pytest.mark.parametrize("setting, heard, expected", [
+    (None, True, 400),  # going on over her reply is heard: a doubtful pause need not wait
+    (None, False, 1300),  # it isn't (no echo cancelling, a satellite): wait for a thinking pause
+    (900, True, 900),  # set: as set
+    (900, False, 900),
+])
+def test_a_doubtful_pause_waits_less_where_going_on_over_her_is_heard(setting, heard, expected):
+    listening = replace(load_settings(env={}).listening, uncertain_pause_ms=setting)
+    thresholds = TurnThresholds.from_settings(listening, WAKE, going_on_heard=heard)
+    assert thresholds.wait_ms(Verdict.UNKNOWN) == expected

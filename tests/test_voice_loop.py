@@ -53,8 +53,10 @@ def loop_parts(sound_card, ollama_server, tmp_path, hey_jarvis_path, transcriber
                 transcriber=transcriber, phantom_reason=phantom_reason, orchestrator=orchestrator,
                 speech=speech, microphone=Microphone(None), pre_roll_ms=300, speaker_tail_ms=400,
                 wake_phrases=("hey jarvis",),
-                judge=TurnJudge(TurnThresholds.from_settings(settings.listening, ("hey jarvis",)))
-                if judge else None, speculative_reply=judge)
+                judge=TurnJudge(TurnThresholds.from_settings(settings.listening, ("hey jarvis",),
+                                                             going_on_heard=False))
+                if judge else None, speculative_reply=judge,
+                go_on_ms=settings.listening.go_on_ms if judge else 0)
             return VoiceLoop(parts, clock=clock), speaker, store
         return runner.run(make())
 

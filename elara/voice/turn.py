@@ -149,6 +149,13 @@ class PauseSignals:
     command: bool = False  # the transcript is a whole local command ("stop", "set a timer for …")
 
 
+#: how long a doubtful pause waits when the person going on after she began is heard: the reply's
+#: first audio takes about as long, and going on later drops it (`scripts/bench_voice.py`)
+UNCERTAIN_PAUSE_MS = 400
+#: … and when it isn't (no echo cancelling, a satellite's room): long enough for a thinking pause
+UNCERTAIN_PAUSE_UNHEARD_MS = 1300
+
+
 @dataclass(frozen=True)
 class TurnThresholds:
     """How signals become a verdict, and how long each verdict lets the silence run."""
@@ -175,11 +182,18 @@ class TurnThresholds:
                              "<= finished_probability")
 
     @classmethod
-    def from_settings(cls, listening: ListeningSettings, wake_phrases: tuple[str, ...]) -> TurnThresholds:
-        """The `Listening` section's pauses: FinishedMs, UncertainPauseMs, MaxPauseMs, EndSilenceMs."""
+    def from_settings(cls, listening: ListeningSettings, wake_phrases: tuple[str, ...], *,
+                      going_on_heard: bool = True) -> TurnThresholds:
+        """The `Listening` section's pauses: FinishedMs, UncertainPauseMs, MaxPauseMs, EndSilenceMs.
+        UncertainPauseMs unset depends on `going_on_heard`: whether the person going on once her
+        reply began is heard (`Listening.GoOnMs` with echo cancelling) or she must wait for it."""
+        uncertain = listening.uncertain_pause_ms
+        if uncertain is None:
+            uncertain = UNCERTAIN_PAUSE_MS if going_on_heard else UNCERTAIN_PAUSE_UNHEARD_MS
+            uncertain = min(max(uncertain, listening.finished_ms), listening.max_pause_ms)
         return cls(finished_ms=listening.finished_ms, max_pause_ms=listening.max_pause_ms,
-                   end_silence_ms=listening.end_silence_ms,
-                   uncertain_ms=listening.uncertain_pause_ms, wake_phrases=wake_phrases)
+                   end_silence_ms=listening.end_silence_ms, uncertain_ms=uncertain,
+                   wake_phrases=wake_phrases)
 
     def wait_ms(self, verdict: Verdict) -> int:
         """The silence after which the turn ends, for a verdict."""
