@@ -32,9 +32,11 @@ state change, no intents, one DEBUG line, and `ignored` counts it — it never r
 
 Wiring: the segmenter's `SpeechStarted` becomes `SpeechHeard`, `UtteranceEnded` becomes
 `UtteranceCaptured`, `NoSpeech` becomes `NoSpeechHeard`; its `EarlyEnd` / `SpeechResumed` stay in
-the daemon (speculative transcription). Every `StartListening` begins a new turn (`turn`); stamp
-the events of a turn's asynchronous work with it (`TranscriptReady(..., turn=n)`) and results
-arriving after that turn was cancelled or barged into are ignored.
+the daemon (speculative transcription). The person going on just after the turn was taken as over
+(the daemon's go-on watch) is `SpeechContinued`: the reply begun is dropped and the capture goes on,
+the words so far kept (`StartListening(resumed=True)`). Every `StartListening` begins a new turn
+(`turn`); stamp the events of a turn's asynchronous work with it (`TranscriptReady(..., turn=n)`)
+and results arriving after that turn was cancelled or barged into are ignored.
 
 The machine is built on `transitions`; `describe()` and `to_dot()` are generated from that very
 machine, so `elara fsm` always shows what runs.

@@ -317,9 +317,9 @@ class EchoFilter:
         self._levels.append((out_rms, far_rms))
         if far_rms >= FAR_ACTIVE_RMS:
             self._residuals.append(out_rms / far_rms)
-        if far_rms >= FAR_ACTIVE_RMS and near_rms > 0:
-            erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
-            self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
+            if near_rms > 0:
+                erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
+                self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
         self._measure_delay(far, near, far_rms)
         if self.counters.processed % 25 == 0:
             log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",
