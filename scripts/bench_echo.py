@@ -298,9 +298,9 @@ def live(args: argparse.Namespace) -> None:
     from pulse import VirtualSoundCard
     from test_echo_e2e import reaction, voiced_end
 
-    long_reply = " ".join([STORY] * 3)
+    reply = {"text": " ".join([STORY] * 3)}
     with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card, \
-            FakeOllamaServer(responder=lambda endpoint, body: long_reply) as server:
+            FakeOllamaServer(responder=lambda endpoint, body: reply["text"]) as server:
         tmp = Path(tmp_name)
         module = card.add_echo(latency_ms=round(args.delay_ms), volume=10 ** (args.echo_db / 20),
                                adjust_seconds=10 if args.drifting else 0)
@@ -354,6 +354,10 @@ def live(args: argparse.Namespace) -> None:
                           f"microphone, median {statistics.median(got) * 1000:.0f} ms, max {max(got) * 1000:.0f} ms "
                           f"(through the {args.delay_ms:.0f} ms echo path)")
             if args.self_talk:
+                if args.short_replies:
+                    # Each reply's first 1.5 s after the question is when the person may go on
+                    # (Listening.GoOnMs): short replies put many of them in the minutes.
+                    reply["text"] = ". ".join(STORY.split(". ")[:2]) + "."
                 self_talk(daemon, card, server, question, args.self_talk)
             status = json.loads(subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
                                                capture_output=True, text=True, timeout=30).stdout)
@@ -374,6 +378,7 @@ def self_talk(daemon, card, server, question: Path, minutes: float) -> None:
     turns_before = len(server.turns())
     wakes_before = daemon.count(r"wake word hey_jarvis \(score")
     stops_before = daemon.count(r'heard "stop"')
+    went_on_before = daemon.count("the person went on")
     asked = 0
     spoken = 0.0
     while time.monotonic() - began < minutes * 60:
@@ -388,7 +393,9 @@ def self_talk(daemon, card, server, question: Path, minutes: float) -> None:
     extra = len(server.turns()) - turns_before - asked
     print(f"self-talk: {spoken / 60:.1f} min of her voice heard back over {asked} replies: "
           f"{stops} false stops, {wakes} extra wakes, {extra} extra model requests, "
-          f"{daemon.count('ignored a')} wakes or stops her own voice could explain, suppressed")
+          f"{daemon.count('the person went on') - went_on_before} times her own voice was taken for "
+          f"the person going on, {daemon.count('ignored a')} wakes or stops her own voice could "
+          "explain, suppressed")
 
 
 def main() -> int:
@@ -404,6 +411,8 @@ def main() -> int:
     parser.add_argument("--drifting", action="store_true",
                         help="live: an echo path that drifts, as between two devices' clocks")
     parser.add_argument("--self-talk", type=float, default=0.0, help="minutes of self-talk (live)")
+    parser.add_argument("--short-replies", action="store_true",
+                        help="self-talk with two-sentence replies: many more moments to go on in")
     parser.add_argument("--debug", action="store_true",
                         help="every word said and every candidate (live: the daemon's DEBUG log kept)")
     args = parser.parse_args()
