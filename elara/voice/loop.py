@@ -18,7 +18,7 @@ import functools
 import logging
 import re
 import time
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -218,7 +218,6 @@ class VoiceLoop:
         self._ahead: asyncio.Task[Transcript] | None = None  # the last speculative transcription
         self._speculation: _Speculation | None = None
         self._go_on: _GoOn | None = None
-        self._resumed_frames = 0  # speech frames that went on, handed to the resumed capture
         self._dropping: asyncio.Task[None] | None = None  # a speculation being dropped
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
         self._announcing: asyncio.Task[None] | None = None
@@ -501,26 +500,18 @@ class VoiceLoop:
             self._close_go_on()
         if seen is not GoingOn.WENT_ON:
             return False
-        self._go_on = None
         self.counters.went_on += 1
         self.counters.speculations_discarded += 1
         log.info("the person went on %.2f s after their words seemed done: dropping the reply "
                  "begun (%s) and listening on",
                  frame.captured_at - go_on.watch.until + parts.go_on_ms / 1000, self.state)
-        self._resumed_frames = go_on.watch.speech_frames
         dropped = self._work
-        self._handle(d.SpeechContinued(at=frame.captured_at))
+        self._handle(d.SpeechContinued(at=frame.captured_at))  # the capture takes over the watch
         if dropped is not None and not dropped.done():
             # A reply started ahead for the words that go on must not be held and then let
             # go by this one's stop(): it waits for this one to be gone, as for any drop.
-            previous = self._dropping
-
-            async def gone() -> None:
-                if previous is not None:
-                    await asyncio.gather(previous, return_exceptions=True)
-                await asyncio.gather(dropped, return_exceptions=True)
-
-            self._dropping = asyncio.create_task(gone(), name="drop-reply-gone-on")
+            self._after_drops(functools.partial(asyncio.gather, dropped, return_exceptions=True),
+                              "drop-reply-gone-on")
         return True
 
     def _close_go_on(self) -> None:
@@ -767,17 +758,26 @@ class VoiceLoop:
             return
         self.counters.speculations_discarded += 1
         log.info("dropped the reply started ahead: %s", why)
-        previous = self._dropping
         speech = self.parts.speech
 
         async def drop() -> None:
-            if previous is not None:
-                await asyncio.gather(previous, return_exceptions=True)
             speculation.task.cancel()
             await asyncio.gather(speculation.task, return_exceptions=True)
             await speech.stop()  # the held audio is dropped unheard
 
-        self._dropping = asyncio.create_task(drop(), name="drop-speculation")
+        self._after_drops(drop, "drop-speculation")
+
+    def _after_drops(self, then: Callable[[], Awaitable[Any]], name: str) -> None:
+        """Run `then` once the drops before it are done; the next drop (and the next reply
+        started ahead) waits for it in turn."""
+        previous = self._dropping
+
+        async def drop() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            await then()
+
+        self._dropping = asyncio.create_task(drop(), name=name)
 
     def _adopt_speculation(self, text: str) -> _Speculation | None:
         """The speculation answering exactly `text`, taken over by the turn; any other is dropped."""
@@ -837,8 +837,8 @@ class VoiceLoop:
         if intent.resumed:
             # The same turn goes on: its words so far, the pause, and the speech that went on
             # (already in the buffer) are one utterance; the segmenter starts on that speech.
+            resumed = 0 if self._go_on is None else self._go_on.watch.speech_frames
             self._go_on = None
-            resumed, self._resumed_frames = self._resumed_frames, 0
             if words_so_far is not None:
                 self._buffer = _shorten_pause(self._buffer, self._origin_frames, words_so_far.end,
                                               resumed)
