@@ -45,7 +45,7 @@ from elara.voice.stt import Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.vad import VoiceActivity, create_vad
-from elara.voice.wake import WakeWordDetector, names_wake_word
+from elara.voice.wake import WakeWordDetector, names_wake_word, phrase_confirmed, spoken_wake_phrase
 
 log = logging.getLogger(__name__)
 
@@ -267,9 +267,18 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
 
 
 def transcript_confirmer(transcriber: SpeechToText) -> Callable[[np.ndarray, str], bool]:
-    """Confirms a doubtful wake when Whisper hears the wake word's name in the audio."""
+    """Confirms a doubtful wake when Whisper reads the wake phrase into the audio (`phrase_confirmed`).
+    The check needs Whisper's token scores, so a remote engine's local stand-in makes it; a remote
+    engine alone is asked for a transcript that must name the wake word."""
+    local = transcriber if isinstance(transcriber, Transcriber) else getattr(transcriber, "local", None)
+
     def confirm(audio: np.ndarray, name: str) -> bool:
         try:
+            if isinstance(local, Transcriber):
+                check = local.check_phrase(audio, spoken_wake_phrase(name))
+                log.debug("the wake check heard %r, and %r when told (log odds %.2f)",
+                          check.heard, check.prompted, check.log_odds)
+                return phrase_confirmed(check, name)
             transcript = transcriber.transcribe(audio)
         except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed
             log.warning("could not check a doubtful wake: %s", exc)

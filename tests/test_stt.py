@@ -108,6 +108,20 @@ def test_audio_longer_than_the_window_and_float_input(transcriber):
     assert {"who", "wrote", "novel"} <= words(as_float.text)
 
 
+def test_the_phrase_check_scores_both_readings_on_the_audio_alone(transcriber):
+    said = utterance(piper_speech("Hey Jarvis."))
+    check = transcriber.check_phrase(said, "Hey Jarvis.")
+    assert check.heard == check.prompted == "Hey Jarvis." and check.log_odds == 0.0  # the same reading
+    other = transcriber.check_phrase(utterance(piper_speech("Who wrote the novel Pride and Prejudice?")),
+                                     "Hey Jarvis.")
+    assert "jarvis" not in other.prompted.lower() or other.log_odds < -10  # the hint alone can't make it
+    # Longer than the window: decoded whole in the full window, as `transcribe` does.
+    question = piper_speech("Who wrote the novel Pride and Prejudice?")
+    long = concat(*[concat(question, silence(0.5))] * 4, said)
+    assert len(long) > 12 * 16_000
+    assert transcriber.check_phrase(long, "Hey Jarvis.").heard.lower().endswith("hey jarvis.")
+
+
 def test_empty_audio_is_an_empty_or_phantom_transcript(transcriber):
     transcript = transcriber.transcribe(np.zeros(0, dtype=np.int16))
     assert transcriber.phantom_reason(transcript) is not None

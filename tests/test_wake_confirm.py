@@ -1,5 +1,5 @@
 """The second look at a doubtful wake: scores between WakeWord.ConfirmFrom and the threshold wake
-only when Whisper hears the wake word's name in the last ≈2.2 s."""
+only when Whisper reads the wake phrase into the last ≈2.2 s (`wake.phrase_confirmed`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import pytest
 from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
 
 from elara.runtime import transcript_confirmer
-from elara.voice.wake import CONFIRM_AFTER_FRAMES, WakeWordDetector, names_wake_word
+from elara.voice.remote import FailoverTranscriber, ServiceHealth
+from elara.voice.stt import PhraseCheck, Transcript
+from elara.voice.wake import (
+    CONFIRM_AFTER_FRAMES,
+    WakeWordDetector,
+    names_wake_word,
+    phrase_confirmed,
+    spoken_wake_phrase,
+)
 
 
 @pytest.mark.parametrize(("text", "heard"), [
@@ -28,6 +36,25 @@ def test_the_transcript_names_the_wake_word_or_not(text, heard):
 def test_other_wake_words_are_matched_by_their_own_name():
     assert names_wake_word("Alexa, stop.", "alexa") and names_wake_word("hey my croft", "hey_mycroft")
     assert not names_wake_word("Hey Jarvis", "alexa")
+
+
+@pytest.mark.parametrize(("heard", "prompted", "log_odds", "wakes"), [
+    ("Hey, Jarvis", "Hey Jarvis.", -3.6, True),  # heard as it is: the hint's punctuation is no matter
+    ("Hey, John of this.", "Hey Jarvis.", 3.1, True),  # a flat voice, likelier as the phrase
+    ("Take our visit.", "Hey Jarvis.", -1.8, True),
+    ("Hey, obviously", "Hey, Jarvis.", -3.7, False),  # the phrase only because it was hinted
+    ("Hey Jaws, come here!", "Hey Jarvis. Come here.", -3.5, False),
+    ("Hey Travis.", "Hey Travis.", 0.0, False),  # not even the hint makes it Jarvis
+    ("I'm all to enjoy a run this.", "I'm all to Jara this.", 0.9, False),  # near, not the name
+    ("Hey, Jervis.", "Hey, Jervis.", 0.0, False),
+])
+def test_a_doubtful_wake_stands_when_whisper_reads_the_phrase_into_it(heard, prompted, log_odds, wakes):
+    assert phrase_confirmed(PhraseCheck(heard, prompted, log_odds, 0.0), "hey_jarvis") is wakes
+
+
+def test_the_hint_is_the_phrase_as_whisper_writes_it():
+    assert spoken_wake_phrase("hey_jarvis") == "Hey Jarvis."
+    assert spoken_wake_phrase("alexa") == "Alexa."
 
 
 class Recorder:
@@ -84,6 +111,34 @@ def test_whisper_confirms_the_phrase_and_not_a_sound_alike(transcriber):
     confirm = transcript_confirmer(transcriber)
     assert confirm(concat(silence(0.6), piper_speech("Hey Jarvis."), silence(0.3)), "hey_jarvis")
     assert not confirm(concat(silence(0.6), piper_speech("Hey Travis."), silence(0.3)), "hey_jarvis")
+    assert not confirm(concat(silence(0.6), espeak_speech("Hey Travis."), silence(0.3)), "hey_jarvis")
+
+
+def test_a_phrase_whisper_mishears_alone_is_confirmed_by_the_hint(transcriber):
+    """espeak-ng en-us+f3 at 160 wpm: "Hey, John of this." to Whisper alone."""
+    clip = concat(silence(0.5), espeak_speech("Hey Jarvis", voice="en-us+f3", speed=160), silence(0.3))
+    assert not names_wake_word(transcriber.transcribe(clip).text, "hey_jarvis")
+    check = transcriber.check_phrase(clip, "Hey Jarvis.")
+    assert check.prompted == "Hey Jarvis." and check.log_odds > 0  # likelier as the phrase than as heard
+    assert transcript_confirmer(transcriber)(clip, "hey_jarvis")
+
+
+def test_the_check_needs_token_scores_a_remote_engine_alone_has_not(transcriber):
+    """A Wyoming engine gives only a transcript: alone, it must name the wake word; with local Whisper
+    standing by, the local phrase check decides."""
+    class Remote:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def transcribe(self, samples: np.ndarray) -> Transcript:
+            return Transcript(self.text, 0.0, -0.1, len(samples) / 16000, 0.0)
+
+    clip = concat(silence(0.5), espeak_speech("Hey Jarvis", voice="en-us+f3", speed=160), silence(0.3))
+    assert not transcript_confirmer(Remote("Hey, John of this."))(clip, "hey_jarvis")
+    assert transcript_confirmer(Remote("Hey, Jervis."))(clip, "hey_jarvis")
+    with_local = FailoverTranscriber(Remote("Hey, John of this."), transcriber, ServiceHealth(),
+                                     engine="wyoming://127.0.0.1:10300", service="speech-to-text")
+    assert transcript_confirmer(with_local)(clip, "hey_jarvis")
 
 
 # --- the shipped defaults on a small fixed set ------------------------------------------------

@@ -47,6 +47,16 @@ class Transcript:
     seconds: float  # compute time
 
 
+@dataclass(frozen=True)
+class PhraseCheck:
+    """Whisper's two readings of audio that may end in a phrase, and how their likelihoods compare."""
+
+    heard: str  # what Whisper hears in the audio alone
+    prompted: str  # what it hears when told the phrase came just before
+    log_odds: float  # log P(prompted) − log P(heard), both scored on the audio alone; 0 when they agree
+    seconds: float  # compute time
+
+
 class Transcriber:
     """A loaded Whisper model. `transcribe` blocks (the daemon runs it in a worker thread)."""
 
@@ -106,11 +116,7 @@ class Transcriber:
     def transcribe(self, samples: np.ndarray) -> Transcript:
         """Transcribe 16 kHz mono audio (int16, or float in -1..1)."""
         started = time.perf_counter()
-        audio = np.asarray(samples).reshape(-1)
-        if audio.dtype.kind in "iu":
-            audio = audio.astype(np.float32) / 32768.0
-        else:
-            audio = audio.astype(np.float32)
+        audio = _as_float(samples)
         seconds = len(audio) / SAMPLE_RATE
         if seconds <= self.window_seconds:
             parts = [self._decode(audio, self.window_seconds)]
@@ -151,39 +157,94 @@ class Transcriber:
         return text, no_speech, logprob
 
     def _decode_window(self, audio: np.ndarray, window: float) -> tuple[str, float, float, bool]:
+        encoded = self._encode(audio, window)
+        tokenizer = self._tokenizer(self._language_of(encoded))
+        previous = [tokenizer.sot_prev, *self._prompt_tokens] if self._prompt_tokens else []
+        result = self._generate(encoded, [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps], audio)
+        tokens = result.sequences_ids[0]  # the new tokens only, after the whole prompt
+        # CTranslate2 returns the length-normalised score; recover faster-whisper's avg_logprob.
+        logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
+        text = tokenizer.decode(tokens).strip()
+        prompt_length = len(previous) + len(tokenizer.sot_sequence) + 1
+        looped = prompt_length + len(tokens) >= self._max_length(prompt_length, audio) or \
+            compression_ratio(text) > _REPETITIVE_RATIO
+        return text, float(result.no_speech_prob), float(logprob), looped
+
+    def _encode(self, audio: np.ndarray, window: float):
+        """Whisper's encoding of `audio` in a `window`-second input."""
         model = self._model
         frames = int(round(window * _FRAMES_PER_SECOND))
         # Pad with silence before the features, as Whisper was trained: zeros in the log-mel
         # domain are not silence but a mid-level sound, and made tiny.en hear "moon" as "man".
         samples = frames * _SAMPLES_PER_FRAME
         features = model.feature_extractor(np.pad(audio, (0, max(0, samples - len(audio)))))[:, :frames]
-        encoded = model.encode(features)
+        return model.encode(features)
 
+    def _language_of(self, encoded) -> str:
         language = self.language
         if language is None and self.multilingual:
-            language = model.model.detect_language(encoded)[0][0][0][2:-2]
-        tokenizer = self._tokenizer(language or "en")
-        previous = [tokenizer.sot_prev, *self._prompt_tokens] if self._prompt_tokens else []
-        prompt = [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps]
+            language = self._model.model.detect_language(encoded)[0][0][0][2:-2]
+        return language or "en"
+
+    def _max_length(self, prompt_length: int, audio: np.ndarray) -> int:
+        """A decode's cap: room for the speech `audio` can hold, never more than the model's."""
         new_tokens = _MIN_NEW_TOKENS + int(len(audio) / SAMPLE_RATE * _TOKENS_PER_SECOND)
-        max_length = min(len(prompt) + new_tokens, model.max_length)
-        result = model.model.generate(
+        return int(min(prompt_length + new_tokens, self._model.max_length))
+
+    def _generate(self, encoded, prompt: list[int], audio: np.ndarray):
+        return self._model.model.generate(
             encoded,
             [prompt],
             beam_size=self.beam_size,
             length_penalty=1.0,
-            max_length=max_length,
+            max_length=self._max_length(len(prompt), audio),
             return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,
             suppress_tokens=[-1],
         )[0]
-        tokens = result.sequences_ids[0]  # the new tokens only, after the whole prompt
-        # CTranslate2 returns the length-normalised score; recover faster-whisper's avg_logprob.
-        logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
-        text = tokenizer.decode(tokens).strip()
-        looped = len(prompt) + len(tokens) >= max_length or compression_ratio(text) > _REPETITIVE_RATIO
-        return text, float(result.no_speech_prob), float(logprob), looped
+
+    def check_phrase(self, samples: np.ndarray, phrase: str) -> PhraseCheck:
+        """Whether audio that may end in `phrase` ("Hey Jarvis.") reads as it: Whisper decodes the
+        audio as it is and again told the phrase came just before, then scores both readings
+        unprompted. Blocks like `transcribe`; of a long recording, the last 30 s are checked."""
+        started = time.perf_counter()
+        audio = _as_float(samples)[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
+        window = self.window_seconds if len(audio) <= self.window_seconds * SAMPLE_RATE else FULL_WINDOW_SECONDS
+        heard, prompted, odds, looped = self._check_window(audio, window, phrase)
+        if looped and window < FULL_WINDOW_SECONDS:  # as `transcribe` does
+            heard, prompted, odds, _ = self._check_window(audio, FULL_WINDOW_SECONDS, phrase)
+        return PhraseCheck(heard=heard, prompted=prompted, log_odds=odds, seconds=time.perf_counter() - started)
+
+    def _check_window(self, audio: np.ndarray, window: float, phrase: str) -> tuple[str, str, float, bool]:
+        """`check_phrase` in one window: (heard, prompted, log odds, whether the plain reading looped)."""
+        encoded = self._encode(audio, window)
+        tokenizer = self._tokenizer(self._language_of(encoded))
+        start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        hint = self._model.hf_tokenizer.encode(" " + phrase.strip(), add_special_tokens=False).ids
+        heard = self._generate(encoded, start, audio).sequences_ids[0]
+        prompted = self._generate(encoded, [tokenizer.sot_prev, *hint, *start], audio).sequences_ids[0]
+        frames = max(1, len(audio) // _SAMPLES_PER_FRAME)
+
+        def log_likelihood(tokens: list[int]) -> float:
+            if not tokens:
+                return 0.0
+            result = self._model.model.align(encoded, start, [tokens], frames)[0]
+            return float(np.log(np.clip(np.asarray(result.text_token_probs, dtype=np.float64), 1e-12, 1.0)).sum())
+
+        odds = 0.0 if prompted == heard else log_likelihood(prompted) - log_likelihood(heard)
+        text = tokenizer.decode(heard).strip()
+        looped = len(start) + len(heard) >= self._max_length(len(start), audio) or \
+            compression_ratio(text) > _REPETITIVE_RATIO
+        return text, tokenizer.decode(prompted).strip(), odds, looped
+
+
+def _as_float(samples: np.ndarray) -> np.ndarray:
+    """16 kHz mono audio as float32 in -1..1."""
+    audio = np.asarray(samples).reshape(-1)
+    if audio.dtype.kind in "iu":
+        return audio.astype(np.float32) / 32768.0
+    return audio.astype(np.float32)
 
 
 def _as_transcript(part: tuple[str, float, float]) -> Transcript:

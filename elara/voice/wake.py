@@ -19,6 +19,7 @@ import numpy as np
 from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, AudioFrame
 from elara.errors import ModelLoadError, ModelNotFoundError
 from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
+from elara.voice.stt import PhraseCheck
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,29 @@ CONFIRM_AFTER_FRAMES = 3
 #: How alike a heard word must be to the wake phrase's name ("Jervis", "Jarvis," → "jarvis").
 WAKE_WORD_SIMILARITY = 0.7
 
-#: Transcribes audio (16 kHz int16) and says whether wake word `name` was heard in it.
+#: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
+#: be, as a natural log: e³ ≈ 20 times. Measured on the doubtful scores of scripts/bench_wake.py's
+#: clips: −1 woke fewer sound-alikes and −5 heard more of the phrase (README, Wake word).
+CONFIRM_LOG_ODDS = -3.0
+
+#: Checks audio (16 kHz int16) and says whether wake word `name` was said in it.
 Confirmer = Callable[[np.ndarray, str], bool]
+
+
+def spoken_wake_phrase(name: str) -> str:
+    """A wake-word model's phrase as Whisper writes it: "hey_jarvis" → "Hey Jarvis."."""
+    return " ".join(word.capitalize() for word in name.split("_")) + "."
+
+
+def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LOG_ODDS) -> bool:
+    """A doubtful wake stands when Whisper writes the wake word's name itself, or writes it when
+    told the wake phrase came just before and that reading is at most `log_odds` less likely than
+    its own. Whisper alone mishears a flat or accented "Hey Jarvis" ("A jar of bits"), and told the
+    phrase it writes it into anything; the odds part what it can hear as the phrase from what only
+    the hint put there. The name must be spelled right here: "Jervis" is a near miss, not a match."""
+    if names_wake_word(check.heard, name, similarity=1.0):
+        return True
+    return names_wake_word(check.prompted, name, similarity=1.0) and check.log_odds >= log_odds
 
 
 def names_wake_word(text: str, name: str, similarity: float = WAKE_WORD_SIMILARITY) -> bool:
