@@ -272,6 +272,8 @@ def check_listening(settings: Settings) -> Check:
         detail += f"verifier for {', '.join(detector.verified)} ({paths}); "
     else:
         detail += "no verifier (optional: `elara wake enroll` trains one for your voice); "
+    if wake.confirm_from > 0:
+        detail += f"Whisper checks scores from {wake.confirm_from:g}; "
     detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
                f"beam {transcriber.beam_size}; ")
     audio = settings.audio
