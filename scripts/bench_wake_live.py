@@ -8,16 +8,26 @@ overrides) with the Whisper check on doubtful scores wired as the daemon wires i
 does. Recall by group, false wakes in the ordinary audio, sound-alike sentences woken, and how
 often Whisper was asked. Reuses bench_wake's cache (run it first).
 
-    .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0]
+`--rules` adds a second pass (as long again) in which doubtful scores never wake, keeping every
+window Whisper is asked about, then decides them by each rule for the check
+(`elara.voice.wake.phrase_confirmed` at other odds, the older transcript match): one table of rules
+over the same windows. It ignores that a wake resets the detector, so its row for the shipped rule
+may differ a little from the live figure above it.
+
+    .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0] [--rules]
+        [--confirm-before SECONDS]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,14 +41,105 @@ from voice_clips import frames  # noqa: E402
 
 from elara.config import load_settings  # noqa: E402
 from elara.runtime import transcript_confirmer  # noqa: E402
+from elara.voice import wake as wake_module  # noqa: E402
 from elara.voice.engines import load_transcriber, load_wake  # noqa: E402
-from elara.voice.wake import WakeWordDetector  # noqa: E402
+from elara.voice.stt import PhraseCheck, Transcriber  # noqa: E402
+from elara.voice.wake import (  # noqa: E402
+    CONFIRM_AFTER_FRAMES,
+    WakeWordDetector,
+    names_wake_word,
+    phrase_confirmed,
+    spoken_wake_phrase,
+)
 
 
-def detections(detector: WakeWordDetector, samples: np.ndarray) -> list[float]:
+@dataclass
+class Asked:
+    """A window Whisper was asked about: where (a clip's index, or None in the negatives), when the
+    score crossed, and how Whisper read it."""
+
+    clip: int | None
+    at: float
+    check: PhraseCheck
+
+
+class Keeper:
+    """A confirmer that keeps each window with Whisper's phrase check of it and never wakes, so the
+    detector goes on as if every doubtful score were turned down."""
+
+    def __init__(self, transcriber: Transcriber) -> None:
+        self.transcriber = transcriber
+        self.asked: list[Asked] = []
+        self.clip: int | None = None
+        self.now = 0.0
+
+    def __call__(self, audio: np.ndarray, name: str) -> bool:
+        check = self.transcriber.check_phrase(audio, spoken_wake_phrase(name))
+        self.asked.append(Asked(self.clip, self.now - CONFIRM_AFTER_FRAMES * bw.FRAME_SECONDS, check))
+        return False
+
+
+def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper | None = None) -> list[float]:
     """Feed a clip from a fresh state; the time of each wake."""
     detector.reset()
-    return [hit.at for frame in frames(samples) if (hit := detector.process(frame)) is not None]
+    found = []
+    for frame in frames(samples):
+        if keeper is not None:
+            keeper.now = frame.captured_at
+        if (hit := detector.process(frame)) is not None:
+            found.append(hit.at)
+    return found
+
+
+RULES: dict[str, Callable[[PhraseCheck], bool]] = {
+    "transcript names it (≥ 0.7 alike; the check before)": lambda c: names_wake_word(c.heard, "hey_jarvis"),
+    "transcript names it exactly": lambda c: names_wake_word(c.heard, "hey_jarvis", similarity=1.0),
+    "told the phrase, names it (no odds)": lambda c: names_wake_word(c.prompted, "hey_jarvis", similarity=1.0),
+    **{f"phrase check, log odds ≥ {odds:g}": functools.partial(phrase_confirmed, name="hey_jarvis", log_odds=odds)
+       for odds in (0.0, -1.0, -2.0, -3.0, -4.0, -6.0)},
+}
+
+
+def rule_table(detector: WakeWordDetector, transcriber: Transcriber, positives: list[bw.Positive],
+               stream: np.ndarray, analysis: bw.Analysis) -> str:
+    """A second pass in which doubtful scores never wake, keeping every window Whisper is asked
+    about; then recall, ordinary false wakes and sound-alikes woken for each rule, a wake
+    followed by another within the refractory time counted once."""
+    keeper = Keeper(transcriber)
+    detector.confirm_with(keeper)
+    direct = []
+    for i, clip in enumerate(positives):
+        keeper.clip = i
+        direct.append(detections(detector, clip.samples, keeper))
+    keeper.clip = None
+    direct_negative = detections(detector, stream, keeper)
+
+    def in_span(i: int, at: float) -> bool:
+        return positives[i].span[0] <= at <= positives[i].span[1] + bw.TOLERANCE
+
+    rows = []
+    for label, rule in RULES.items():
+        found = [any(in_span(i, at) for at in hits) for i, hits in enumerate(direct)]
+        fired = list(direct_negative)
+        for asked in keeper.asked:
+            if rule(asked.check):
+                if asked.clip is None:
+                    fired.append(asked.at)
+                elif in_span(asked.clip, asked.at):
+                    found[asked.clip] = True
+        wakes: list[float] = []
+        for at in sorted(fired):
+            if not wakes or at - wakes[-1] > detector.refractory_seconds:
+                wakes.append(at)
+        owners = [analysis.owner_of(min(int(round(at / bw.FRAME_SECONDS)) - 1, len(analysis.traces.stream) - 1))
+                  for at in wakes]
+        ordinary = sum(bw.charged(analysis.segments[j], True) for j in owners)
+        alike = set(owners) & set(analysis.sound_alike_sentences)
+        rows.append([label, bw.rate(sum(found), len(found)), str(ordinary),
+                     f"{len(alike)}/{len(analysis.sound_alike_sentences)}"])
+    return (f"### The check's rules on the {len(keeper.asked)} windows Whisper was asked about\n\n"
+            + bw.table(["rule for the doubtful scores", "recall", "false wakes, ordinary audio",
+                        "sound-alike sentences woken"], rows))
 
 
 def main() -> int:
@@ -46,13 +147,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "elara-bench")
     parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE")
+    parser.add_argument("--rules", action="store_true", help="also decide the asked windows by other rules")
+    parser.add_argument("--confirm-before", type=float, default=wake_module.CONFIRM_BEFORE_SECONDS,
+                        metavar="SECONDS", help="audio before the crossing that Whisper checks (default: %(default)s)")
     args = parser.parse_args()
+    wake_module.CONFIRM_BEFORE_SECONDS = args.confirm_before  # read when the detector is built
     env = {f"ELARA__{k}": v for k, v in (item.split("=", 1) for item in args.set)}
     settings = load_settings(env=env)
     wake = settings.wake_word
     detector = load_wake(settings, verifiers=False)
-    if wake.confirm_from > 0:
-        detector.confirm_with(transcript_confirmer(load_transcriber(settings)))
+    transcriber = load_transcriber(settings) if wake.confirm_from > 0 else None
+    if transcriber is not None:
+        detector.confirm_with(transcript_confirmer(transcriber))
     started = time.monotonic()
     positives = bw.build_positives()
     stream, segments = bw.cached_negatives(args.cache, 1.0)
@@ -76,7 +182,8 @@ def main() -> int:
             groups[key].append(ok)
     print("## The wake word as shipped (scripts/bench_wake_live.py)\n")
     print(f"threshold {wake.threshold:g} × {wake.trigger_level}, Silero gate {wake.vad_threshold:g}, "
-          f"Whisper check from {wake.confirm_from:g} ({settings.speech_to_text.model}, beam "
+          f"Whisper check from {wake.confirm_from:g} on {args.confirm_before:g} s before the crossing "
+          f"({settings.speech_to_text.model}, beam "
           f"{settings.speech_to_text.beam_size}); {len(positives)} clips, {analysis.hours[True]:.2f} h of "
           f"ordinary audio; wall time {(time.monotonic() - started) / 60:.1f} min.\n")
     rows = [["recall", bw.rate(sum(found), len(found))],
@@ -89,6 +196,9 @@ def main() -> int:
     print(bw.table(["group", "recall"], [[k, bw.rate(sum(v), len(v))] for k, v in groups.items()]))
     for _, seg in ordinary:
         print(f"- false wake: {seg.category}: {bw.excerpt(seg, seg.end)}")
+    if args.rules and transcriber is not None:
+        bw.log("the rules' pass")
+        print("\n" + rule_table(detector, transcriber, positives, stream, analysis))
     return 0
 
 
