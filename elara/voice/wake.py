@@ -34,7 +34,7 @@ WAKE_WORD_SIMILARITY = 0.7
 
 #: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
 #: be, as a natural log: e³ ≈ 20 times. `scripts/bench_wake_live.py --rules`: −2 heard the phrase
-#: in 1.7 % fewer clips, −4 in 0.8 % more but woke on 3 more sound-alike sentences of 183.
+#: in 1.7 points fewer of its clips, −4 in 0.8 points more but woke on 3 more sound-alikes of 183.
 CONFIRM_LOG_ODDS = -3.0
 
 #: Checks audio (16 kHz int16) and says whether wake word `name` was said in it.
@@ -48,8 +48,8 @@ def spoken_wake_phrase(name: str) -> str:
 
 def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LOG_ODDS) -> bool:
     """A doubtful wake stands when Whisper writes the wake word's name itself, or writes it when
-    told the wake phrase came just before and that reading is at most `log_odds` less likely than
-    its own. Whisper alone mishears a flat or accented "Hey Jarvis" ("A jar of bits"), and told the
+    told the wake phrase came just before and that reading's log odds against its own are at least
+    `log_odds` (−3: at most ≈20 times less likely). Whisper alone mishears a flat or accented "Hey Jarvis" ("A jar of bits"), and told the
     phrase it writes it into anything; the odds part what it can hear as the phrase from what only
     the hint put there. The name must be spelled right here: "Jervis" is a near miss, not a match."""
     if names_wake_word(check.heard, name, similarity=1.0):
