@@ -15,7 +15,7 @@ over the same windows. It ignores that a wake resets the detector, so its row fo
 may differ a little from the live figure above it.
 
     .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0] [--rules]
-        [--confirm-before SECONDS]
+        [--confirm-before SECONDS] [--negative-scale 3]
 """
 
 from __future__ import annotations
@@ -147,6 +147,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "elara-bench")
     parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE")
+    parser.add_argument("--negative-scale", type=float, default=1.0,
+                        help="bench_wake's negative stream at this scale (1 ≈ 1.4 h; built and cached on first use)")
     parser.add_argument("--rules", action="store_true", help="also decide the asked windows by other rules")
     parser.add_argument("--confirm-before", type=float, default=wake_module.CONFIRM_BEFORE_SECONDS,
                         metavar="SECONDS", help="audio before the crossing that Whisper checks (default: %(default)s)")
@@ -161,7 +163,7 @@ def main() -> int:
         detector.confirm_with(transcript_confirmer(transcriber))
     started = time.monotonic()
     positives = bw.build_positives()
-    stream, segments = bw.cached_negatives(args.cache, 1.0)
+    stream, segments = bw.cached_negatives(args.cache, args.negative_scale)
     bw.log("positives")
     found = [any(c.span[0] <= at <= c.span[1] + bw.TOLERANCE for at in detections(detector, c.samples))
              for c in positives]
