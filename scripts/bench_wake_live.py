@@ -92,10 +92,10 @@ def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper |
 
 
 RULES: dict[str, Callable[[PhraseCheck], bool]] = {
-    "transcript names it (≥ 0.7 alike; the check before)": lambda c: names_wake_word(c.heard, "hey_jarvis"),
-    "transcript names it exactly": lambda c: names_wake_word(c.heard, "hey_jarvis", similarity=1.0),
-    "told the phrase, names it (no odds)": lambda c: names_wake_word(c.prompted, "hey_jarvis", similarity=1.0),
-    **{f"phrase check, log odds ≥ {odds:g}": functools.partial(phrase_confirmed, name="hey_jarvis", log_odds=odds)
+    "transcript names it (≥ 0.7 alike; the check before)": lambda c: names_wake_word(c.heard, bw.WAKE_MODEL),
+    "transcript names it exactly": lambda c: names_wake_word(c.heard, bw.WAKE_MODEL, similarity=1.0),
+    "told the phrase, names it (no odds)": lambda c: names_wake_word(c.prompted, bw.WAKE_MODEL, similarity=1.0),
+    **{f"phrase check, log odds ≥ {odds:g}": functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds)
        for odds in (0.0, -1.0, -2.0, -3.0, -4.0, -6.0)},
 }
 
