@@ -165,9 +165,7 @@ class Transcriber:
         # CTranslate2 returns the length-normalised score; recover faster-whisper's avg_logprob.
         logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
         text = tokenizer.decode(tokens).strip()
-        prompt_length = len(previous) + len(tokenizer.sot_sequence) + 1
-        looped = prompt_length + len(tokens) >= self._max_length(prompt_length, audio) or \
-            compression_ratio(text) > _REPETITIVE_RATIO
+        looped = self._looped(len(previous) + len(tokenizer.sot_sequence) + 1, tokens, text, audio)
         return text, float(result.no_speech_prob), float(logprob), looped
 
     def _encode(self, audio: np.ndarray, window: float):
@@ -190,6 +188,11 @@ class Transcriber:
         """A decode's cap: room for the speech `audio` can hold, never more than the model's."""
         new_tokens = _MIN_NEW_TOKENS + int(len(audio) / SAMPLE_RATE * _TOKENS_PER_SECOND)
         return int(min(prompt_length + new_tokens, self._model.max_length))
+
+    def _looped(self, prompt_length: int, tokens: list[int], text: str, audio: np.ndarray) -> bool:
+        """Whether a decode ran into its cap or repeats itself (Whisper's compression-ratio test)."""
+        return prompt_length + len(tokens) >= self._max_length(prompt_length, audio) or \
+            compression_ratio(text) > _REPETITIVE_RATIO
 
     def _generate(self, encoded, prompt: list[int], audio: np.ndarray):
         return self._model.model.generate(
@@ -234,9 +237,7 @@ class Transcriber:
 
         odds = 0.0 if prompted == heard else log_likelihood(prompted) - log_likelihood(heard)
         text = tokenizer.decode(heard).strip()
-        looped = len(start) + len(heard) >= self._max_length(len(start), audio) or \
-            compression_ratio(text) > _REPETITIVE_RATIO
-        return text, tokenizer.decode(prompted).strip(), odds, looped
+        return text, tokenizer.decode(prompted).strip(), odds, self._looped(len(start), heard, text, audio)
 
 
 def _as_float(samples: np.ndarray) -> np.ndarray:
