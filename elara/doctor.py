@@ -274,8 +274,11 @@ def check_listening(settings: Settings) -> Check:
         detail += "no verifier (optional: `elara wake enroll` trains one for your voice); "
     if wake.confirm_from > 0:
         detail += f"Whisper checks scores from {wake.confirm_from:g}; "
+    again = settings.speech_to_text.read_again_beam_size
     detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
-               f"beam {transcriber.beam_size}; ")
+               f"beam {transcriber.beam_size}"
+               + (f" (doubtful words read again with beam {again})" if again > transcriber.beam_size else "")
+               + "; ")
     audio = settings.audio
     if audio.echo_cancellation:
         from elara.voice.echo import CANCELLER_NEEDS, make_canceller

@@ -205,7 +205,16 @@ def voice_parts(settings: Settings, dialogue: Dialogue, *, wake: WakeWordDetecto
         speculative_reply=settings.listening.speculative_reply,
         go_on_ms=settings.listening.go_on_ms, min_speech_ms=settings.listening.min_speech_ms,
         ring_seconds=settings.timers.ring_seconds,
-        is_command=(lambda text: intents.match(text) is not None) if settings.intents.enabled else None)
+        is_command=(lambda text: intents.match(text) is not None) if settings.intents.enabled else None,
+        read_again=read_again(transcriber, settings.speech_to_text.read_again_beam_size))
+
+
+def read_again(transcriber: SpeechToText, beam_size: int) -> Transcriber | None:
+    """The local Whisper with the wider beam that reads doubtful words again (None: no second
+    reading — none asked for, no wider than the first, or the words are read by a remote engine)."""
+    if isinstance(transcriber, Transcriber) and beam_size > transcriber.beam_size:
+        return transcriber.with_beam_size(beam_size)
+    return None
 
 
 async def _build_rooms(settings: Settings, store: ConversationStore, previous: Runtime | None, *,

@@ -216,6 +216,8 @@ class SpeechToTextSettings:
     model: str = setting("Model", check=_not_blank)
     language: str | None = setting("Language")
     beam_size: int = setting("BeamSize", min=1, max=10)
+    # words the end-of-turn judgment doubts are read again with this beam (0 or ≤ BeamSize: not)
+    read_again_beam_size: int = setting("ReadAgainBeamSize", min=0, max=10)
     window_seconds: float = setting("WindowSeconds", min=5, max=30)
     no_speech_threshold: float = setting("NoSpeechThreshold", min=0.0, max=1.0)
     early_start_ms: int = setting("EarlyStartMs", min=0, max=10_000)

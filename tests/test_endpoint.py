@@ -296,8 +296,8 @@ def test_from_settings() -> None:
                                   turn_judgment="off", finished_ms=250, max_pause_ms=2000,
                                   uncertain_pause_ms=1300,
                                   speculative_reply=True, go_on_ms=1500)
-    stt = SpeechToTextSettings(model="tiny.en", language="en", beam_size=1, window_seconds=10,
-                               no_speech_threshold=0.6, early_start_ms=160, engine="local",
+    stt = SpeechToTextSettings(model="tiny.en", language="en", beam_size=1, read_again_beam_size=5,
+                               window_seconds=10, no_speech_threshold=0.6, early_start_ms=160, engine="local",
                                fallback_to_local=True, timeout_seconds=10)
     seg = Segmenter.from_settings(listening, stt)
     assert seg.max_pause_ms is None  # the judgment is off: EndSilenceMs ends every pause

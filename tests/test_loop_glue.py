@@ -107,6 +107,25 @@ class FakeTranscriber:
                           audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
 
 
+class FakeReader:
+    """Reads the words again (a wider beam): says `text`, or fails; `hold` blocks it until set."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.fail = False
+        self.calls = 0
+        self.hold: threading.Event | None = None
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        self.calls += 1
+        if self.hold is not None:
+            self.hold.wait(5)
+        if self.fail:
+            raise RuntimeError("out of memory")
+        return Transcript(text=self.text, no_speech_prob=0.0, avg_logprob=-0.2,
+                          audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
+
+
 class FakeSynthesizer:
     """A tenth of a second of audio per sentence; `hold` blocks it until set."""
 
@@ -221,7 +240,7 @@ def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: fl
                synthesizer: FakeSynthesizer | None = None, player: FakePlayer | None = None,
                model: FakeModel | None = None, store: ListStore | None = None,
                microphone: FakeMicrophone | None = None, clock: Clock, judge: bool = False,
-               speculate: bool = False, go_on_ms: int = 0) -> VoiceParts:
+               speculate: bool = False, go_on_ms: int = 0, read_again: FakeReader | None = None) -> VoiceParts:
     """Voice parts over fakes, with the defaults' endpointing (and end-of-turn judgment)."""
     synthesizer = synthesizer or FakeSynthesizer()
     player = player or FakePlayer()
@@ -238,7 +257,7 @@ def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: fl
         speech=speech, microphone=microphone or FakeMicrophone(), wake_phrases=("hey jarvis",),
         judge=TurnJudge(TurnThresholds(finished_ms=250, max_pause_ms=2000, end_silence_ms=600,
                                        wake_phrases=("hey jarvis",))) if judge else None,
-        speculative_reply=speculate, go_on_ms=go_on_ms)
+        speculative_reply=speculate, go_on_ms=go_on_ms, read_again=read_again)
 
 
 def make_rig(start: float = 1000.0, **options: object) -> Rig:
@@ -608,6 +627,78 @@ def test_an_undecided_pause_ends_after_end_silence_with_the_reply_ready():
     assert rig.loop.last_judgment["end_after_ms"] == 600
     assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
     assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
+
+
+def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
+    """ "what is the capital of france" (no full stop: undecided) is read again; the reply
+    started on the first reading is dropped unheard and the second reading is answered."""
+    reader = FakeReader("What is the capital of France?")
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert reader.calls == 1 and rig.loop.last_judgment["verdict"] == "unknown"
+    assert rig.model.questions[-1] == "What is the capital of France?"
+    assert stored(rig) == [(ChatRole.USER, "What is the capital of France?"),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert len(rig.player.played) == 2 and rig.loop.counters.turns == 1
+    assert rig.loop.counters.speculations_discarded == 1
+
+
+def test_a_second_reading_that_agrees_keeps_the_reply_started_ahead():
+    reader = FakeReader(PHRASES[0])
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert reader.calls == 1
+    assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
+    assert rig.loop.counters.speculations_discarded == 0
+    assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
+
+
+def test_words_the_judgment_is_sure_of_are_not_read_again():
+    reader = FakeReader("something else")
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
+    assert reader.calls == 0 and rig.model.questions == [PHRASES[WHOLE]]
+
+
+def test_unfinished_words_read_again_still_wait_for_the_rest():
+    """ "What is the capital of … Germany?": the second reading of the first part changes
+    nothing; the question is sent whole."""
+    reader = FakeReader("What is the capital of")
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    asyncio.run(run_loop(rig, [WAKE] + say(UNFINISHED, 0.8) + quiet(1.2) + say(WHOLE, 0.5) + quiet(0.8)))
+    assert reader.calls == 1 and rig.model.questions == [PHRASES[WHOLE]]
+    assert stored(rig)[0] == (ChatRole.USER, PHRASES[WHOLE])
+
+
+def test_a_failing_second_reading_leaves_the_first(caplog):
+    reader = FakeReader("never heard")
+    reader.fail = True
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    with caplog.at_level("WARNING"):
+        asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert rig.model.questions == [PHRASES[0]] and rig.loop.counters.failed_turns == 0
+    assert "the first reading stands" in caplog.text and "out of memory" in caplog.text
+
+
+def test_speech_resumed_while_the_words_are_read_again_leaves_no_trace():
+    reader = FakeReader("What is the capital of France?")
+    reader.hold = threading.Event()
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.4), wait=False)
+        for _ in range(50):
+            await asyncio.sleep(0.001)
+        assert reader.calls == 1 and rig.loop.state == d.LISTENING
+        await run_loop(rig, say(WHOLE, 0.5), wait=False)  # the person goes on
+        reader.hold.set()
+        await run_loop(rig, quiet(0.8))
+
+    asyncio.run(scenario())
+    assert rig.model.questions[-1] == PHRASES[WHOLE]
+    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+                           (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert len(rig.player.played) == 2 and rig.loop.counters.turns == 1
 
 
 def test_a_failed_speculative_transcript_falls_back_to_end_silence(caplog):

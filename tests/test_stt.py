@@ -9,8 +9,10 @@ import pytest
 from voice_clips import concat, espeak_speech, noise, piper_speech, silence
 
 from elara.errors import ModelNotFoundError
+from elara.runtime import read_again
 from elara.voice.models import resolve_whisper
 from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
+from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, Verdict
 
 
 def utterance(speech: np.ndarray) -> np.ndarray:
@@ -95,6 +97,25 @@ def test_an_initial_prompt_still_hears_the_question(transcriber):
     assert "timer" not in words(transcript.text)
     assert prompted.phantom_reason(transcript) is None
     assert Transcriber(transcriber.model_dir, initial_prompt=" ").initial_prompt is None
+
+
+@pytest.mark.parametrize(("said", "keys"), [
+    (espeak_speech("Cancel the timer.", voice="en-us+f3", speed=180), {"cancel", "timer"}),
+    (piper_speech("Read me my calendar for tomorrow.", length_scale=0.85), {"read", "me", "calendar"}),
+])
+def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber, said, keys):
+    """Beam 1 mishears these ("Kental Nutaimo", "Remi My Calendar…") and the end-of-turn judgment
+    doubts its reading; the same model read again with beam 5 (`runtime.read_again`) hears them."""
+    audio = concat(silence(0.3), said, silence(0.08))  # as the loop cuts it at the first silent frame
+    first = transcriber.transcribe(audio)
+    judged = TurnJudge(TurnThresholds()).judge(PauseSignals(silence_ms=80, transcript=first.text,
+                                                            transcript_logprob=first.avg_logprob))
+    assert judged.verdict is not Verdict.FINISHED and not keys <= words(first.text), first
+    again = read_again(transcriber, 5)
+    assert again is not None and again.beam_size == 5 and transcriber.beam_size == 1
+    assert again._model is transcriber._model  # the loaded model, not a second copy
+    assert keys <= words(again.transcribe(audio).text)
+    assert read_again(transcriber, 1) is None and read_again(transcriber, 0) is None
 
 
 def test_audio_longer_than_the_window_and_float_input(transcriber):

@@ -49,6 +49,7 @@ from elara.voice.turn import (
     Judgment,
     PauseSignals,
     TurnJudge,
+    Verdict,
     answer_ahead,
     is_wake_phrase_only,
     pause_limit_ms,
@@ -122,6 +123,8 @@ class VoiceParts:
     stop_words: bool = False  # "stop" without the wake word while she speaks or a timer rings
     go_on_ms: int = 0  # after the end of speech, the person may go on this long: the same turn
     min_speech_ms: int = 200  # speech that counts as going on (as it counts as an onset)
+    #: reads again the words the end-of-turn judgment doubts (a wider beam); None: the first reading
+    read_again: SpeechToText | None = None
 
 
 @dataclass
@@ -450,9 +453,10 @@ class VoiceLoop:
             # Open the speaker too: opening the device would otherwise delay the first sentence.
             self._spawn(self.parts.speech.prepare(), "prepare-speaker")
             span = (event.start, event.end)
-            task = self._transcribe_ahead(self._slice(*span))
+            samples = self._slice(*span)
+            task = self._transcribe_ahead(samples)
             self._speculative = (span, task)
-            self._spawn(self._judge_pause(task, self.parts), "judge-pause")
+            self._spawn(self._judge_pause(task, self.parts, samples), "judge-pause")
         elif isinstance(event, SpeechResumed):
             self._speculative = None
             self._drop_speculation("speech resumed")
@@ -651,15 +655,18 @@ class VoiceLoop:
 
     # -- the end of the turn, and a reply started before it ----------------------------------
 
-    async def _judge_pause(self, task: asyncio.Task[Transcript], parts: VoiceParts) -> None:
+    async def _judge_pause(self, task: asyncio.Task[Transcript], parts: VoiceParts,
+                           samples: np.ndarray) -> None:
         """Once the pause's speculative transcript is in: judge whether the person is done,
-        set when this pause ends, and start the reply ahead if the words may be the whole turn."""
+        set when this pause ends, and start the reply ahead if the words may be the whole turn.
+        Words the judgment doubts are read again (`VoiceParts.read_again`) before the pause ends."""
         try:
             transcript = await task
         except Exception:  # _transcribe reports it if it is the final transcript
             transcript = None
         if self._speculative is None or self._speculative[1] is not task or not self._listening:
             return  # speech resumed, or the turn moved on, while Whisper worked
+        span = self._speculative[0]
         self._speculative_at = (task, self._clock())
         segmenter = parts.segmenter
         began = self._clock()
@@ -683,6 +690,24 @@ class VoiceLoop:
             text, reason = self._heard(transcript)
             if answer_ahead(judgment, enabled=parts.speculative_reply, is_question=reason is None):
                 speculation = self._start_speculation(text, parts)
+            if (parts.read_again is not None and judgment is not None and reason is None
+                    and judgment.verdict is not Verdict.FINISHED):
+                # Doubtful words are where the first reading goes wrong; the reply started on it
+                # goes on meanwhile and is kept if the second reading says the same.
+                again = self._transcribe_ahead(samples, parts.read_again, instead=transcript)
+                self._speculative = (span, again)
+                second = await again
+                if self._speculative is None or self._speculative[1] is not again or not self._listening:
+                    return
+                self._speculative_at = (again, self._clock())
+                second_text, second_reason = self._heard(second)
+                if second_text != text or second_reason is not None:
+                    log.debug("read again: %r", second_text)
+                    self._drop_speculation("the second reading differs")
+                    speculation = None
+                    if answer_ahead(judgment, enabled=parts.speculative_reply,
+                                    is_question=second_reason is None):
+                        speculation = self._start_speculation(second_text, parts)
         if parts.judge is None:
             return
         end_after = pause_limit_ms(judgment, round(segmenter.end_silence_ms))
@@ -707,17 +732,26 @@ class VoiceLoop:
         finally:
             waiter.cancel()
 
-    def _transcribe_ahead(self, samples: np.ndarray) -> asyncio.Task[Transcript]:
+    def _transcribe_ahead(self, samples: np.ndarray, transcriber: SpeechToText | None = None, *,
+                          instead: Transcript | None = None) -> asyncio.Task[Transcript]:
         """Whisper on the words so far, one at a time: a short gap between words starts one too,
-        and two running side by side on two cores would slow the one at the real end."""
+        and two running side by side on two cores would slow the one at the real end. A second
+        reading that fails gives the first one (`instead`)."""
         previous = self._ahead
+        transcriber = transcriber or self.parts.transcriber
 
         async def transcribe() -> Transcript:
             if previous is not None:
                 await asyncio.gather(previous, return_exceptions=True)
             if self._speculative is None or self._speculative[1] is not task:
                 raise asyncio.CancelledError  # speech resumed while it waited: nobody needs it
-            return await asyncio.to_thread(self.parts.transcriber.transcribe, samples)
+            if instead is None:
+                return await asyncio.to_thread(transcriber.transcribe, samples)
+            try:
+                return await asyncio.to_thread(transcriber.transcribe, samples)
+            except Exception as exc:
+                log.warning("reading the words again failed (%s): the first reading stands", exc)
+                return instead
 
         task = asyncio.create_task(transcribe(), name="speculative-stt")
         self._ahead = task

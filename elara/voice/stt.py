@@ -12,6 +12,7 @@ heard 554 of 600 words where 10 s heard 559, on 84 questions in six voices: not 
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import time
@@ -138,6 +139,12 @@ class Transcriber:
     def phantom_reason(self, transcript: Transcript) -> str | None:
         """`phantom_reason` with this transcriber's no-speech threshold."""
         return phantom_reason(transcript, no_speech_threshold=self.no_speech_threshold)
+
+    def with_beam_size(self, beam_size: int) -> Transcriber:
+        """The same loaded model decoding with another beam size (nothing is loaded again)."""
+        other = copy.copy(self)
+        other.beam_size = int(beam_size)
+        return other
 
     # -----------------------------------------------------------------------------------------
 
