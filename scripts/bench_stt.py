@@ -16,7 +16,9 @@ ratios are fair even on a busy machine. Scored per configuration: key words righ
 content words; digits and number words are the same word), word error rate (Levenshtein over
 normalised words), first- and last-word hits (clipping), median and p90 seconds per utterance. At
 the end the most accurate configuration is run again with a 200 ms tail to see whether 80 ms clips
-last words. Markdown report on stdout, progress on stderr.
+last words. With tiny1 first, the readings are also split by the end-of-turn judgment and scored
+as if the doubtful ones (or the loop's rule, `turn.read_again_wanted`) had been read again by each
+other configuration. Markdown report on stdout, progress on stderr.
 
     .venv/bin/python scripts/bench_stt.py [--quick] [--configs tiny1,base1,...] [--cache DIR] [--cross]
 """
@@ -43,6 +45,7 @@ import bench_turn  # noqa: E402
 from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise  # noqa: E402
 
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
+from elara.voice.turn import READ_AGAIN_BELOW_LOGPROB as READ_AGAIN_BELOW  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -422,37 +425,46 @@ def transcribe(transcriber, audio: np.ndarray) -> tuple[str, float, float]:
     return transcript.text, time.perf_counter() - started, transcript.avg_logprob
 
 
-def sure(text: str, logprob: float) -> bool:
-    """Whether the turn judge trusts a reading: a finished sentence in words Whisper is sure of."""
-    from elara.voice.turn import Ending, TurnThresholds, transcript_ending
+def judged(text: str, logprob: float):
+    """The end-of-turn judgment of a reading at the first silent frame, as the loop makes it."""
+    from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds
 
-    return (transcript_ending(text, ("Hey Jarvis",)) is Ending.FINISHED
-            and logprob >= TurnThresholds().finished_logprob)
+    return TurnJudge(TurnThresholds(wake_phrases=("Hey Jarvis",))).judge(
+        PauseSignals(silence_ms=TAIL_S * 1000, transcript=text, transcript_logprob=logprob))
 
 
-def read_again(first: Config, configs: Sequence[Config], clips: Sequence[Clip],
-               readings: dict[tuple[str, int], tuple[str, float, float]]) -> list[tuple[str, Tally]]:
-    """Rows for `first`'s reading kept when the turn judge is sure of it, else read again by another
-    configuration (the second reading's seconds added): the cost falls only on doubtful readings."""
-    rows = []
-    doubtful = [i for i in range(len(clips)) if not sure(readings[(first.key, i)][0], readings[(first.key, i)][2])]
+def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Clip],
+                    readings: dict[tuple[str, int], tuple[str, float, float]]) -> list[tuple[str, Tally]]:
+    """`first`'s readings split by the judgment, then kept except where read again by another
+    configuration (its seconds added): every doubtful reading, or the loop's rule
+    (`turn.read_again_wanted`: doubtful and Whisper unsure)."""
+    from elara.voice.turn import Verdict, read_again_wanted
+
+    def mine(i: int) -> Score:
+        text, seconds, _ = readings[(first.key, i)]
+        return score(clips[i].text, text, seconds)
+
+    verdicts = {i: judged(readings[(first.key, i)][0], readings[(first.key, i)][2]) for i in range(len(clips))}
+    doubtful = {i for i, j in verdicts.items() if j.verdict is not Verdict.FINISHED}
+    unsure = {i for i, j in verdicts.items() if read_again_wanted(j, readings[(first.key, i)][2])}
+    rows = [(f"{first.label}: readings judged finished ({len(clips) - len(doubtful)})",
+             Tally([mine(i) for i in range(len(clips)) if i not in doubtful])),
+            (f"{first.label}: doubtful readings ({len(doubtful)})", Tally([mine(i) for i in sorted(doubtful)])),
+            (f"… of which Whisper unsure, below {READ_AGAIN_BELOW:g} ({len(unsure)})",
+             Tally([mine(i) for i in sorted(unsure)]))]
     for again in configs:
         if again is first:
             continue
-        tally = Tally()
-        for i, clip in enumerate(clips):
-            text, seconds, _ = readings[(first.key, i)]
-            if i in doubtful:
-                text, more, _ = readings[(again.key, i)]
-                seconds += more
-            tally.add(score(clip.text, text, seconds))
-        rows.append((f"{first.label}, doubtful readings ({len(doubtful)}/{len(clips)}) again with {again.label}", tally))
-    sure_ones = Tally([score(clips[i].text, readings[(first.key, i)][0], readings[(first.key, i)][1])
-                       for i in range(len(clips)) if i not in doubtful])
-    doubtful_ones = Tally([score(clips[i].text, readings[(first.key, i)][0], readings[(first.key, i)][1])
-                           for i in doubtful])
-    return [(f"{first.label}: the readings the turn judge is sure of", sure_ones),
-            (f"{first.label}: the doubtful readings", doubtful_ones), *rows]
+        for name, which in (("every doubtful reading", doubtful), ("the unsure ones (the loop's rule)", unsure)):
+            tally = Tally()
+            for i, clip in enumerate(clips):
+                text, seconds, _ = readings[(first.key, i)]
+                if i in which:
+                    text, more, _ = readings[(again.key, i)]
+                    seconds += more
+                tally.add(score(clip.text, text, seconds))
+            rows.append((f"{first.label}, {name} again with {again.label}", tally))
+    return rows
 
 
 def pct(x: float) -> str:
@@ -571,10 +583,10 @@ def main(argv: list[str] | None = None) -> int:
     if tail_rows:
         out += ["### Does the 80 ms tail clip the last word?", "", *table(tail_rows, timing=False), ""]
     if configs[0] is CONFIGS["tiny1"] and len(configs) > 1:
-        out += ["### Read again only where the turn judge doubts the first reading", "",
-                "A sure reading ends a sentence (\"?\", \"!\", or \".\" after two words) with an average "
-                "log probability ≥ −0.3; a doubtful one is read again and the second reading's seconds "
-                "are added.", "", *table(read_again(configs[0], configs, clips, readings)), ""]
+        out += ["### Read again where the end-of-turn judgment doubts the first reading", "",
+                "Judged as the loop judges a pause; a reading read again is scored by its second "
+                "reading, with both readings' seconds.", "",
+                *table(read_again_rows(configs[0], configs, clips, readings)), ""]
     misses = [(i, clip) for i, clip in enumerate(clips)
               if (s := score(clip.text, texts[(best.key, i)], 0)).keys_right < s.keys]
     out += [f"### {best.label}: questions with a key word wrong ({len(misses)})", ""]

@@ -89,6 +89,7 @@ class FakeTranscriber:
         self.hold: threading.Event | None = None
         self.fail = False
         self.calls = 0
+        self.logprob = -0.1  # how sure Whisper is of what it heard
         self.phrases: list[list[int]] = []  # the phrases in each call's audio, in order
         self.seconds: list[float] = []  # each call's audio length
 
@@ -103,15 +104,16 @@ class FakeTranscriber:
             raise RuntimeError("the model file went away")
         spoken = samples[samples >= SPEECH]
         text = PHRASES[int(spoken[-1]) - SPEECH] if len(spoken) else ""
-        return Transcript(text=text, no_speech_prob=0.0 if text else 0.9, avg_logprob=-0.1,
+        return Transcript(text=text, no_speech_prob=0.0 if text else 0.9, avg_logprob=self.logprob,
                           audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
 
 
 class FakeReader:
-    """Reads the words again (a wider beam): says `text`, or fails; `hold` blocks it until set."""
+    """Reads the words again (a wider beam): the last phrase as `heard` has it (else as the
+    phrase is written), or fails; `hold` blocks it until set."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, heard: dict[int, str] | None = None) -> None:
+        self.heard = heard or {}
         self.fail = False
         self.calls = 0
         self.hold: threading.Event | None = None
@@ -122,7 +124,9 @@ class FakeReader:
             self.hold.wait(5)
         if self.fail:
             raise RuntimeError("out of memory")
-        return Transcript(text=self.text, no_speech_prob=0.0, avg_logprob=-0.2,
+        spoken = samples[samples >= SPEECH]
+        phrase = int(spoken[-1]) - SPEECH
+        return Transcript(text=self.heard.get(phrase, PHRASES[phrase]), no_speech_prob=0.0, avg_logprob=-0.2,
                           audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
 
 
@@ -632,8 +636,9 @@ def test_an_undecided_pause_ends_after_end_silence_with_the_reply_ready():
 def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
     """ "what is the capital of france" (no full stop: undecided) is read again; the reply
     started on the first reading is dropped unheard and the second reading is answered."""
-    reader = FakeReader("What is the capital of France?")
+    reader = FakeReader({0: "What is the capital of France?"})
     rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
     assert reader.calls == 1 and rig.loop.last_judgment["verdict"] == "unknown"
     assert rig.model.questions[-1] == "What is the capital of France?"
@@ -644,8 +649,9 @@ def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
 
 
 def test_a_second_reading_that_agrees_keeps_the_reply_started_ahead():
-    reader = FakeReader(PHRASES[0])
+    reader = FakeReader()
     rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
     assert reader.calls == 1
     assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
@@ -653,8 +659,17 @@ def test_a_second_reading_that_agrees_keeps_the_reply_started_ahead():
     assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
 
 
+def test_doubtful_words_whisper_is_fairly_sure_of_are_not_read_again():
+    reader = FakeReader({0: "something else", WHOLE: "something else"})
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -0.5
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert rig.loop.last_judgment["verdict"] == "unknown"
+    assert reader.calls == 0 and rig.model.questions == [PHRASES[0]]
+
+
 def test_words_the_judgment_is_sure_of_are_not_read_again():
-    reader = FakeReader("something else")
+    reader = FakeReader({0: "something else", WHOLE: "something else"})
     rig = make_rig(judge=True, speculate=True, read_again=reader)
     asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
     assert reader.calls == 0 and rig.model.questions == [PHRASES[WHOLE]]
@@ -663,17 +678,19 @@ def test_words_the_judgment_is_sure_of_are_not_read_again():
 def test_unfinished_words_read_again_still_wait_for_the_rest():
     """ "What is the capital of … Germany?": the second reading of the first part changes
     nothing; the question is sent whole."""
-    reader = FakeReader("What is the capital of")
+    reader = FakeReader()
     rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
     asyncio.run(run_loop(rig, [WAKE] + say(UNFINISHED, 0.8) + quiet(1.2) + say(WHOLE, 0.5) + quiet(0.8)))
-    assert reader.calls == 1 and rig.model.questions == [PHRASES[WHOLE]]
+    assert reader.calls == 2 and rig.model.questions == [PHRASES[WHOLE]]  # each pause's words
     assert stored(rig)[0] == (ChatRole.USER, PHRASES[WHOLE])
 
 
 def test_a_failing_second_reading_leaves_the_first(caplog):
-    reader = FakeReader("never heard")
+    reader = FakeReader({0: "never heard"})
     reader.fail = True
     rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
     with caplog.at_level("WARNING"):
         asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
     assert rig.model.questions == [PHRASES[0]] and rig.loop.counters.failed_turns == 0
@@ -681,9 +698,10 @@ def test_a_failing_second_reading_leaves_the_first(caplog):
 
 
 def test_speech_resumed_while_the_words_are_read_again_leaves_no_trace():
-    reader = FakeReader("What is the capital of France?")
+    reader = FakeReader({0: "What is the capital of France?"})
     reader.hold = threading.Event()
     rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
 
     async def scenario():
         await run_loop(rig, [WAKE] + say(0) + quiet(0.4), wait=False)

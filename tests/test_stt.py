@@ -12,7 +12,7 @@ from elara.errors import ModelNotFoundError
 from elara.runtime import read_again
 from elara.voice.models import resolve_whisper
 from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
-from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, Verdict
+from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, read_again_wanted
 
 
 def utterance(speech: np.ndarray) -> np.ndarray:
@@ -99,18 +99,15 @@ def test_an_initial_prompt_still_hears_the_question(transcriber):
     assert Transcriber(transcriber.model_dir, initial_prompt=" ").initial_prompt is None
 
 
-@pytest.mark.parametrize(("said", "keys"), [
-    (espeak_speech("Cancel the timer.", voice="en-us+f3", speed=180), {"cancel", "timer"}),
-    (piper_speech("Read me my calendar for tomorrow.", length_scale=0.85), {"read", "me", "calendar"}),
-])
-def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber, said, keys):
-    """Beam 1 mishears these ("Kental Nutaimo", "Remi My Calendar…") and the end-of-turn judgment
-    doubts its reading; the same model read again with beam 5 (`runtime.read_again`) hears them."""
+def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber):
+    """Beam 1 mishears this voice's "Cancel the timer." ("Kental Nutaimo"), and the end-of-turn
+    judgment doubts it; the same model read again with beam 5 (`runtime.read_again`) hears it."""
+    said, keys = espeak_speech("Cancel the timer.", voice="en-us+f3", speed=180), {"cancel", "timer"}
     audio = concat(silence(0.3), said, silence(0.08))  # as the loop cuts it at the first silent frame
     first = transcriber.transcribe(audio)
     judged = TurnJudge(TurnThresholds()).judge(PauseSignals(silence_ms=80, transcript=first.text,
                                                             transcript_logprob=first.avg_logprob))
-    assert judged.verdict is not Verdict.FINISHED and not keys <= words(first.text), first
+    assert read_again_wanted(judged, first.avg_logprob) and not keys <= words(first.text), first
     again = read_again(transcriber, 5)
     assert again is not None and again.beam_size == 5 and transcriber.beam_size == 1
     assert again._model is transcriber._model  # the loaded model, not a second copy

@@ -28,6 +28,7 @@ from elara.voice.turn import (
     is_wake_phrase_only,
     judge,
     pause_limit_ms,
+    read_again_wanted,
     transcript_ending,
 )
 
@@ -332,3 +333,17 @@ def test_a_doubtful_pause_waits_less_where_going_on_over_her_is_heard(setting, h
     listening = replace(load_settings(env={}).listening, uncertain_pause_ms=setting)
     thresholds = TurnThresholds.from_settings(listening, WAKE, going_on_heard=heard)
     assert thresholds.wait_ms(Verdict.UNKNOWN) == expected
+
+
+@pytest.mark.parametrize(("text", "logprob", "command", "wanted"), [
+    ("Kental Nutaimo", -1.47, False, True),  # doubted, and Whisper unsure of it: read it again
+    ("What is the capital of", -0.9, False, True),  # unfinished words heard badly too
+    ("What is the capital of France", -0.5, False, False),  # doubted, but Whisper fairly sure
+    ("What is the capital of France?", -0.1, False, False),  # finished: never read again
+    ("stop", -1.2, True, False),  # a whole command ends the turn: finished
+])
+def test_only_doubted_words_whisper_was_unsure_of_are_read_again(text, logprob, command, wanted):
+    judgment = judge(PauseSignals(silence_ms=80, transcript=text, transcript_logprob=logprob,
+                                  command=command), TurnThresholds())
+    assert read_again_wanted(judgment, logprob) is wanted
+    assert not read_again_wanted(None, -2.0)  # no judgment (it is off): no second reading

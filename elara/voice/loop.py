@@ -49,10 +49,10 @@ from elara.voice.turn import (
     Judgment,
     PauseSignals,
     TurnJudge,
-    Verdict,
     answer_ahead,
     is_wake_phrase_only,
     pause_limit_ms,
+    read_again_wanted,
 )
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection, names_wake_word
@@ -690,8 +690,8 @@ class VoiceLoop:
             text, reason = self._heard(transcript)
             if answer_ahead(judgment, enabled=parts.speculative_reply, is_question=reason is None):
                 speculation = self._start_speculation(text, parts)
-            if (parts.read_again is not None and judgment is not None and reason is None
-                    and judgment.verdict is not Verdict.FINISHED):
+            if (parts.read_again is not None and reason is None
+                    and read_again_wanted(judgment, transcript.avg_logprob)):
                 # Doubtful words are where the first reading goes wrong; the reply started on it
                 # goes on meanwhile and is kept if the second reading says the same.
                 again = self._transcribe_ahead(samples, parts.read_again, instead=transcript)
