@@ -686,6 +686,15 @@ def test_unfinished_words_read_again_still_wait_for_the_rest():
     assert stored(rig)[0] == (ChatRole.USER, PHRASES[WHOLE])
 
 
+def test_a_second_reading_that_hears_no_question_leaves_the_first():
+    reader = FakeReader({0: "you"})  # a phantom, or nothing: not a question
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert reader.calls == 1 and rig.model.questions == [PHRASES[0]]
+    assert stored(rig)[0] == (ChatRole.USER, PHRASES[0]) and rig.loop.counters.rejected_utterances == 0
+
+
 def test_a_failing_second_reading_leaves_the_first(caplog):
     reader = FakeReader({0: "never heard"})
     reader.fail = True

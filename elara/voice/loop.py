@@ -699,14 +699,18 @@ class VoiceLoop:
                 second = await again
                 if self._speculative is None or self._speculative[1] is not again or not self._listening:
                     return
-                self._speculative_at = (again, self._clock())
                 second_text, second_reason = self._heard(second)
-                if second_text != text or second_reason is not None:
+                if second_reason is not None:  # the wider beam heard no question: the first stands
+                    self._speculative = (span, task)
+                else:
+                    self._speculative_at = (again, self._clock())
+                log.info("read the doubted words again: %s", "no question heard, the first reading stands"
+                         if second_reason is not None else "the same" if second_text == text else "changed")
+                if second_reason is None and second_text != text:
                     log.debug("read again: %r", second_text)
                     self._drop_speculation("the second reading differs")
                     speculation = None
-                    if answer_ahead(judgment, enabled=parts.speculative_reply,
-                                    is_question=second_reason is None):
+                    if answer_ahead(judgment, enabled=parts.speculative_reply, is_question=True):
                         speculation = self._start_speculation(second_text, parts)
         if parts.judge is None:
             return
@@ -745,11 +749,11 @@ class VoiceLoop:
                 await asyncio.gather(previous, return_exceptions=True)
             if self._speculative is None or self._speculative[1] is not task:
                 raise asyncio.CancelledError  # speech resumed while it waited: nobody needs it
-            if instead is None:
-                return await asyncio.to_thread(transcriber.transcribe, samples)
             try:
                 return await asyncio.to_thread(transcriber.transcribe, samples)
             except Exception as exc:
+                if instead is None:
+                    raise
                 log.warning("reading the words again failed (%s): the first reading stands", exc)
                 return instead
 
