@@ -45,7 +45,14 @@ import bench_turn  # noqa: E402
 from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise  # noqa: E402
 
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
-from elara.voice.turn import READ_AGAIN_BELOW_LOGPROB as READ_AGAIN_BELOW  # noqa: E402
+from elara.voice.turn import (  # noqa: E402
+    READ_AGAIN_BELOW_LOGPROB,
+    PauseSignals,
+    TurnJudge,
+    TurnThresholds,
+    Verdict,
+    read_again_wanted,
+)
 
 
 def log(message: str) -> None:
@@ -427,8 +434,6 @@ def transcribe(transcriber, audio: np.ndarray) -> tuple[str, float, float]:
 
 def judged(text: str, logprob: float):
     """The end-of-turn judgment of a reading at the first silent frame, as the loop makes it."""
-    from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds
-
     return TurnJudge(TurnThresholds(wake_phrases=("Hey Jarvis",))).judge(
         PauseSignals(silence_ms=TAIL_S * 1000, transcript=text, transcript_logprob=logprob))
 
@@ -438,8 +443,6 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
     """`first`'s readings split by the judgment, then kept except where read again by another
     configuration (its seconds added): every doubtful reading, or the loop's rule
     (`turn.read_again_wanted`: doubtful and Whisper unsure)."""
-    from elara.voice.turn import Verdict, read_again_wanted
-
     def mine(i: int) -> Score:
         text, seconds, _ = readings[(first.key, i)]
         return score(clips[i].text, text, seconds)
@@ -450,7 +453,7 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
     rows = [(f"{first.label}: readings judged finished ({len(clips) - len(doubtful)})",
              Tally([mine(i) for i in range(len(clips)) if i not in doubtful])),
             (f"{first.label}: doubtful readings ({len(doubtful)})", Tally([mine(i) for i in sorted(doubtful)])),
-            (f"… of which Whisper unsure, below {READ_AGAIN_BELOW:g} ({len(unsure)})",
+            (f"… of which Whisper unsure, below {READ_AGAIN_BELOW_LOGPROB:g} ({len(unsure)})",
              Tally([mine(i) for i in sorted(unsure)]))]
     for again in configs:
         if again is first:
@@ -529,7 +532,6 @@ def main(argv: list[str] | None = None) -> int:
     models = load(configs)
 
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
-    texts: dict[tuple[str, int], str] = {}
     readings: dict[tuple[str, int], tuple[str, float, float]] = {}
     for i, clip in enumerate(clips):
         audio = clip.cut()
@@ -537,7 +539,6 @@ def main(argv: list[str] | None = None) -> int:
         for c in configs[shift:] + configs[:shift]:
             heard, seconds, logprob = transcribe(models[c.key], audio)
             tallies[(c.key, clip.voice, clip.noise)].add(score(clip.text, heard, seconds))
-            texts[(c.key, i)] = heard
             readings[(c.key, i)] = (heard, seconds, logprob)
         if i % 40 == 39 or i == len(clips) - 1:
             done = ", ".join(
@@ -588,10 +589,10 @@ def main(argv: list[str] | None = None) -> int:
                 "reading, with both readings' seconds.", "",
                 *table(read_again_rows(configs[0], configs, clips, readings)), ""]
     misses = [(i, clip) for i, clip in enumerate(clips)
-              if (s := score(clip.text, texts[(best.key, i)], 0)).keys_right < s.keys]
+              if (s := score(clip.text, readings[(best.key, i)][0], 0)).keys_right < s.keys]
     out += [f"### {best.label}: questions with a key word wrong ({len(misses)})", ""]
     for i, clip in misses[: args.show_misses]:
-        out.append(f"- {clip.voice}, {clip.noise}: “{clip.text}” → “{texts[(best.key, i)]}”")
+        out.append(f"- {clip.voice}, {clip.noise}: “{clip.text}” → “{readings[(best.key, i)][0]}”")
     print("\n".join(out))
     log(f"done in {wall / 60:.1f} min")
     return 0
