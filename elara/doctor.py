@@ -255,6 +255,7 @@ def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
 
 def check_listening(settings: Settings) -> Check:
     """The wake word and Whisper load as configured (thresholds, gate, verifiers, beam, language)."""
+    from elara.runtime import read_again
     from elara.voice.engines import load_transcriber, load_wake, verifier_paths
 
     wake = settings.wake_word
@@ -274,10 +275,10 @@ def check_listening(settings: Settings) -> Check:
         detail += "no verifier (optional: `elara wake enroll` trains one for your voice); "
     if wake.confirm_from > 0:
         detail += f"Whisper checks scores from {wake.confirm_from:g}; "
-    again = settings.speech_to_text.read_again_beam_size
+    again = read_again(transcriber, settings.speech_to_text.read_again_beam_size)
     detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
                f"beam {transcriber.beam_size}"
-               + (f" (doubtful words read again with beam {again})" if again > transcriber.beam_size else "")
+               + (f" (doubtful words read again with beam {again.beam_size})" if again is not None else "")
                + "; ")
     audio = settings.audio
     if audio.echo_cancellation:

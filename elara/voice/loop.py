@@ -702,11 +702,13 @@ class VoiceLoop:
                 second_text, second_reason = self._heard(second)
                 if second_reason is not None:  # the wider beam heard no question: the first stands
                     self._speculative = (span, task)
+                    log.info("read the doubted words again: no question heard, the first reading stands")
+                elif second_text == text:
+                    self._speculative_at = (again, self._clock())
+                    log.info("read the doubted words again: the same")
                 else:
                     self._speculative_at = (again, self._clock())
-                log.info("read the doubted words again: %s", "no question heard, the first reading stands"
-                         if second_reason is not None else "the same" if second_text == text else "changed")
-                if second_reason is None and second_text != text:
+                    log.info("read the doubted words again: changed")
                     log.debug("read again: %r", second_text)
                     self._drop_speculation("the second reading differs")
                     speculation = None
