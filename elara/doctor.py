@@ -279,6 +279,8 @@ def check_listening(settings: Settings) -> Check:
     detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
                f"beam {transcriber.beam_size}"
                + (f" (doubtful words read again with beam {again.beam_size})" if again is not None else "")
+               + (f", WebRTC noise suppression {settings.speech_to_text.noise_suppression}"
+                  if transcriber.clean is not None else "")
                + "; ")
     audio = settings.audio
     if audio.echo_cancellation:

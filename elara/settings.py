@@ -218,6 +218,8 @@ class SpeechToTextSettings:
     beam_size: int = setting("BeamSize", min=1, max=10)
     # words the end-of-turn judgment doubts are read again with this beam (0 or ≤ BeamSize: not)
     read_again_beam_size: int = setting("ReadAgainBeamSize", min=0, max=10)
+    # WebRTC noise suppression of each utterance before a local Whisper reads it: 0 off, 1..4
+    noise_suppression: int = setting("NoiseSuppression", min=0, max=4)
     window_seconds: float = setting("WindowSeconds", min=5, max=30)
     no_speech_threshold: float = setting("NoSpeechThreshold", min=0.0, max=1.0)
     early_start_ms: int = setting("EarlyStartMs", min=0, max=10_000)

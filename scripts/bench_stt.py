@@ -16,11 +16,13 @@ ratios are fair even on a busy machine. Scored per configuration: key words righ
 content words; digits and number words are the same word), word error rate (Levenshtein over
 normalised words), first- and last-word hits (clipping), median and p90 seconds per utterance. At
 the end the most accurate configuration is run again with a 200 ms tail to see whether 80 ms clips
-last words. With tiny1 first, the readings are also split by the end-of-turn judgment and scored
-as if the doubtful ones (or the loop's rule, `turn.read_again_wanted`) had been read again by each
-other configuration. Markdown report on stdout, progress on stderr.
+last words. Each tiny.en beam 1 reading (tiny1, or tiny1n2: after WebRTC noise suppression level
+2, as `SpeechToText.NoiseSuppression` does) is also split by the end-of-turn judgment and scored as
+if the doubtful ones (or the loop's rule, `turn.read_again_wanted`) had been read again by each
+other configuration with the same noise suppression. Markdown report on stdout, progress on stderr.
 
     .venv/bin/python scripts/bench_stt.py [--quick] [--configs tiny1,base1,...] [--cache DIR] [--cross]
+    .venv/bin/python scripts/bench_stt.py --configs tiny1,tiny5,tiny1n2,tiny5n2 --no-tail  # ≈6 min
 """
 
 from __future__ import annotations
@@ -316,11 +318,13 @@ class Config:
     model: str
     beam_size: int
     prompt: str | None = None
+    noise_suppression: int = 0  # `SpeechToText.NoiseSuppression`: WebRTC's level, 0 off
 
     @property
     def label(self) -> str:
         """Human name."""
-        return f"{self.model} beam {self.beam_size}" + (" + prompt" if self.prompt else "")
+        return (f"{self.model} beam {self.beam_size}" + (" + prompt" if self.prompt else "")
+                + (f", noise suppression {self.noise_suppression}" if self.noise_suppression else ""))
 
 
 CONFIGS = {
@@ -334,6 +338,8 @@ CONFIGS = {
         Config("base1p", "base", 1, PROMPT),
         Config("tiny5p", "tiny.en", 5, PROMPT),
         Config("base5p", "base", 5, PROMPT),
+        *(Config(f"tiny{beam}n{level}", "tiny.en", beam, noise_suppression=level)
+          for beam in (1, 5) for level in (1, 2, 3)),
     )
 }
 #: What runs without --configs: the model, the beam and the prompt each varied alone.
@@ -410,14 +416,16 @@ class Tally:
 
 def load(configs: Iterable[Config]):
     """One warmed-up Transcriber per configuration."""
+    from elara.voice.denoise import NoiseSuppressor
     from elara.voice.models import resolve_whisper
     from elara.voice.stt import Transcriber
 
     loaded = {}
     warm = concat(silence(0.3), piper_speech("What time is it?"), silence(0.1))
     for c in configs:
+        clean = NoiseSuppressor(c.noise_suppression) if c.noise_suppression else None
         t = Transcriber(resolve_whisper(c.model).path, language="en", beam_size=c.beam_size,
-                        window_seconds=10.0, initial_prompt=c.prompt)
+                        window_seconds=10.0, initial_prompt=c.prompt, clean=clean)
         t.transcribe(warm)
         loaded[c.key] = t
     return loaded
@@ -441,7 +449,7 @@ def judged(text: str, logprob: float):
 def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Clip],
                     readings: dict[tuple[str, int], tuple[str, float, float]]) -> list[tuple[str, Tally]]:
     """`first`'s readings split by the judgment, then kept except where read again by another
-    configuration (its seconds added): every doubtful reading, or the loop's rule
+    configuration with the same noise suppression (its seconds added): every doubtful reading, or the loop's rule
     (`turn.read_again_wanted`: doubtful and Whisper unsure)."""
     def mine(i: int) -> Score:
         text, seconds, _ = readings[(first.key, i)]
@@ -456,7 +464,7 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
             (f"… of which Whisper unsure, below {READ_AGAIN_BELOW_LOGPROB:g} ({len(unsure)})",
              Tally([mine(i) for i in sorted(unsure)]))]
     for again in configs:
-        if again is first:
+        if again is first or again.noise_suppression != first.noise_suppression:
             continue
         for name, which in (("every doubtful reading", doubtful), ("the unsure ones (the loop's rule)", unsure)):
             tally = Tally()
@@ -583,11 +591,12 @@ def main(argv: list[str] | None = None) -> int:
     out.append("")
     if tail_rows:
         out += ["### Does the 80 ms tail clip the last word?", "", *table(tail_rows, timing=False), ""]
-    if configs[0] is CONFIGS["tiny1"] and len(configs) > 1:
+    firsts = [c for c in configs if c.model == "tiny.en" and c.beam_size == 1 and not c.prompt]
+    if firsts and len(configs) > 1:
         out += ["### Read again where the end-of-turn judgment doubts the first reading", "",
                 "Judged as the loop judges a pause; a reading read again is scored by its second "
-                "reading, with both readings' seconds.", "",
-                *table(read_again_rows(configs[0], configs, clips, readings)), ""]
+                "reading (the same noise suppression), with both readings' seconds.", "",
+                *table([row for first in firsts for row in read_again_rows(first, configs, clips, readings)]), ""]
     misses = [(i, clip) for i, clip in enumerate(clips)
               if (s := score(clip.text, readings[(best.key, i)][0], 0)).keys_right < s.keys]
     out += [f"### {best.label}: questions with a key word wrong ({len(misses)})", ""]

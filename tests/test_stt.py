@@ -6,10 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from voice_clips import concat, espeak_speech, noise, piper_speech, silence
+from voice_clips import concat, espeak_speech, noise, piper_speech, silence, with_noise
 
+from elara.config import load_settings
 from elara.errors import ModelNotFoundError
 from elara.runtime import read_again
+from elara.voice.engines import transcriber as load_whisper
 from elara.voice.models import resolve_whisper
 from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
 from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, read_again_wanted
@@ -113,6 +115,23 @@ def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber)
     assert again._model is transcriber._model  # the loaded model, not a second copy
     assert keys <= words(again.transcribe(audio).text)
     assert read_again(transcriber, 1) is None and read_again(transcriber, 0) is None
+
+
+def test_the_shipped_noise_suppression_hears_words_the_hiss_hid(transcriber):
+    """White noise at 10 dB SNR turns Piper's "…snow in Chicago…" into "…snow into cargo…" for
+    tiny.en; through WebRTC noise suppression as shipped (`SpeechToText.NoiseSuppression` 2) the
+    words come through, and a second reading cleans the audio the same way."""
+    stt = load_settings(env={}).speech_to_text
+    assert stt.noise_suppression == 2
+    shipped = load_whisper(resolve_whisper("tiny.en"), stt)
+    said = piper_speech("Is it going to snow in Chicago this weekend?")
+    audio = with_noise(concat(silence(0.3), said, silence(0.3)), 10, color="white", seed=2)
+    assert "chicago" not in words(transcriber.transcribe(audio).text)
+    assert {"snow", "chicago", "weekend"} <= words(shipped.transcribe(audio).text)
+    again = read_again(shipped, 5)
+    assert again is not None and again.clean is shipped.clean
+    off = load_whisper(resolve_whisper("tiny.en"), dataclasses.replace(stt, noise_suppression=0))
+    assert off.clean is None
 
 
 def test_audio_longer_than_the_window_and_float_input(transcriber):

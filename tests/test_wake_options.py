@@ -28,7 +28,7 @@ def test_each_front_end_still_detects_the_phrase_once(hey_jarvis_path, options):
 def test_odd_frame_lengths_pass_through_webrtc_whole(hey_jarvis_path):
     detector = WakeWordDetector([hey_jarvis_path], auto_gain_dbfs=5, webrtc_noise_suppression=2)
     # 1000 samples is not a multiple of WebRTC's 10 ms; the remainder waits for the next frame.
-    cleaned = [len(detector._clean(silence(1000 / 16_000))) for _ in range(8)]
+    cleaned = [len(detector._front_end(silence(1000 / 16_000))) for _ in range(8)]
     assert sum(cleaned) == 8000 - 8000 % 160 and all(n % 160 == 0 for n in cleaned)
 
 

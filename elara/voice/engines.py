@@ -21,6 +21,7 @@ from elara.errors import ConfigError, ElaraError, ModelLoadError, ModelNotFoundE
 from elara.paths import config_home
 from elara.settings import Settings, SpeechToTextSettings, TextToSpeechSettings, WakeWordSettings
 from elara.voice import models
+from elara.voice.denoise import NoiseSuppressor
 from elara.voice.models import ModelRecord
 from elara.voice.remote import (
     FailoverSynthesizer,
@@ -66,8 +67,10 @@ def transcriber(record: ModelRecord, stt: SpeechToTextSettings | None = None) ->
     """A resolved Whisper model, loaded with the `stt` settings (the Transcriber's defaults without)."""
     if stt is None:
         return Transcriber(record.path)
+    clean = NoiseSuppressor(stt.noise_suppression) if stt.noise_suppression else None
     return Transcriber(record.path, language=stt.language, beam_size=stt.beam_size,
-                       window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold)
+                       window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold,
+                       clean=clean)
 
 
 def synthesizer(record: ModelRecord, tts: TextToSpeechSettings | None = None) -> PiperSynthesizer:

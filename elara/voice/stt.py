@@ -18,6 +18,7 @@ import re
 import time
 import unicodedata
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,7 @@ class Transcriber:
         no_speech_threshold: float = 0.6,
         cpu_threads: int = 0,
         initial_prompt: str | None = None,
+        clean: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         model_dir = Path(model_dir)
         if not (model_dir / "model.bin").is_file():
@@ -101,6 +103,8 @@ class Transcriber:
         self.beam_size = int(beam_size)
         self.window_seconds = float(min(max(window_seconds, 1.0), FULL_WINDOW_SECONDS))
         self.no_speech_threshold = float(no_speech_threshold)
+        #: What an utterance goes through before Whisper reads it (noise suppression), or None.
+        self.clean = clean
         self._tokenizer_class = Tokenizer
         self._tokenizers: dict[str | None, object] = {}
         #: Text decoded as if it preceded the audio (Whisper's "previous text"), to bias the
@@ -115,9 +119,9 @@ class Transcriber:
     # -----------------------------------------------------------------------------------------
 
     def transcribe(self, samples: np.ndarray) -> Transcript:
-        """Transcribe 16 kHz mono audio (int16, or float in -1..1)."""
+        """Transcribe 16 kHz mono audio (int16, or float in -1..1), cleaned first when set up to."""
         started = time.perf_counter()
-        audio = _as_float(samples)
+        audio = _as_float(samples if self.clean is None else self.clean(samples))
         seconds = len(audio) / SAMPLE_RATE
         if seconds <= self.window_seconds:
             parts = [self._decode(audio, self.window_seconds)]

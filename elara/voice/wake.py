@@ -18,13 +18,13 @@ import numpy as np
 
 from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, AudioFrame
 from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.voice.denoise import WebRtcCleaner
 from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
 from elara.voice.stt import PhraseCheck
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier
 
 log = logging.getLogger(__name__)
 
-_WEBRTC_SAMPLES = 160  # WebRTC processes 10 ms at 16 kHz
 #: The audio a doubtful wake is confirmed on: 2 s before the score crossed `confirm_from` and
 #: 0.24 s (three frames) after, measured best of 1.5–2 s before and 0.25–0.75 s after.
 CONFIRM_BEFORE_SECONDS = 2.0
@@ -127,9 +127,8 @@ class WakeWordDetector:
             raise ValueError("webrtc_noise_suppression must be 0 (off) to 4")
         if not 0.0 <= vad_threshold < 1.0:
             raise ValueError("vad_threshold must be 0 (off) or below 1")
-        self._webrtc_settings = (int(auto_gain_dbfs), int(webrtc_noise_suppression))
-        self._webrtc = self._new_webrtc()
-        self._webrtc_pending = np.zeros(0, dtype=np.int16)
+        self._webrtc = (WebRtcCleaner(auto_gain_dbfs=auto_gain_dbfs, noise_suppression=webrtc_noise_suppression)
+                        if auto_gain_dbfs or webrtc_noise_suppression else None)
 
         import openwakeword
         from openwakeword.model import Model
@@ -299,28 +298,7 @@ class WakeWordDetector:
 
     def _front_end(self, samples: np.ndarray) -> np.ndarray:
         """The audio the models hear: through WebRTC gain and noise suppression when configured."""
-        return samples if self._webrtc is None else self._clean(samples)
-
-    def _new_webrtc(self) -> Any:  # webrtc_noise_gain has no type hints
-        """A fresh WebRTC gain / noise processor, or None when both are off."""
-        gain, suppression = self._webrtc_settings
-        if not gain and not suppression:
-            return None
-        from webrtc_noise_gain import AudioProcessor  # type: ignore[import-untyped]
-
-        return AudioProcessor(gain, suppression)
-
-    def _clean(self, samples: np.ndarray) -> np.ndarray:
-        """The frame through WebRTC gain and noise suppression, 10 ms at a time (same length out)."""
-        data = np.concatenate([self._webrtc_pending, samples])
-        whole = len(data) - len(data) % _WEBRTC_SAMPLES
-        # A frame that is not a multiple of 10 ms leaves a remainder; it waits for the next frame.
-        self._webrtc_pending = data[whole:]
-        cleaned = b"".join(
-            self._webrtc.Process10ms(data[i : i + _WEBRTC_SAMPLES].tobytes()).audio
-            for i in range(0, whole, _WEBRTC_SAMPLES)
-        )
-        return np.frombuffer(cleaned, dtype=np.int16)
+        return samples if self._webrtc is None else self._webrtc.clean(samples)
 
     def reset(self) -> None:
         """Forget all audio and scores (between activations); also ends a refractory period."""
@@ -342,8 +320,8 @@ class WakeWordDetector:
         if self._model.vad_threshold > 0:
             self._model.vad.reset_states()
             self._model.vad.prediction_buffer.clear()
-        self._webrtc = self._new_webrtc()
-        self._webrtc_pending = np.zeros(0, dtype=np.int16)
+        if self._webrtc is not None:
+            self._webrtc.reset()
         self._run.clear()
         self._history.clear()
         self._candidate = None
