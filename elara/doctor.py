@@ -274,7 +274,8 @@ def check_listening(settings: Settings) -> Check:
     else:
         detail += "no verifier (optional: `elara wake enroll` trains one for your voice); "
     if wake.confirm_from > 0:
-        detail += f"Whisper checks scores from {wake.confirm_from:g}; "
+        detail += (f"Whisper checks scores from {wake.confirm_from:g} (beam {wake.confirm_beam_size})"
+                   + (f", those from {wake.threshold:g} too" if wake.confirm_confident else "") + "; ")
     again = read_again(transcriber, settings.speech_to_text.read_again_beam_size)
     detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
                f"beam {transcriber.beam_size}"

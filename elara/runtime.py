@@ -45,7 +45,14 @@ from elara.voice.stt import Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.vad import VoiceActivity, create_vad
-from elara.voice.wake import WakeWordDetector, names_wake_word, phrase_confirmed, spoken_wake_phrase
+from elara.voice.wake import (
+    CONFIDENT_LOG_ODDS,
+    CONFIRM_LOG_ODDS,
+    WakeWordDetector,
+    names_wake_word,
+    phrase_confirmed,
+    spoken_wake_phrase,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +162,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             await close()
         raise
     # The wake word and Whisper may each be reused or new: the check is wired afresh every time.
-    wake.confirm_with(transcript_confirmer(transcriber) if settings.wake_word.confirm_from > 0 else None)
+    wake.confirm_with(transcript_confirmer(transcriber, settings.wake_word.confirm_beam_size)
+                     if settings.wake_word.confirm_from > 0 else None)
     vad = reused("vad") or create_vad(settings.listening.vad)
     echo = reused("echo") if settings.audio.echo_cancellation else None
     if echo is None and settings.audio.echo_cancellation:
@@ -245,7 +253,8 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
     audio = dataclasses.replace(settings.audio, barge_in=False)
     rooms = []
     for (link, speaker, announcer, old), wake in zip(links, wakes):
-        wake.confirm_with(transcript_confirmer(transcriber) if settings.wake_word.confirm_from > 0 else None)
+        wake.confirm_with(transcript_confirmer(transcriber, settings.wake_word.confirm_beam_size)
+                     if settings.wake_word.confirm_from > 0 else None)
         speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
                             monotonic=clock)
         alarms.add_room(link.name, announcer)
@@ -275,23 +284,30 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
         await old.llm.aclose()
 
 
-def transcript_confirmer(transcriber: SpeechToText) -> Callable[[np.ndarray, str], bool]:
-    """Confirms a doubtful wake when Whisper reads the wake phrase into the audio (`phrase_confirmed`).
-    The check needs Whisper's token scores, so a remote engine's local stand-in makes it; a remote
-    engine alone is asked for a transcript that must name the wake word."""
+def transcript_confirmer(transcriber: SpeechToText,
+                         beam_size: int | None = None) -> Callable[[np.ndarray, str, bool], bool]:
+    """Confirms a wake when Whisper reads the wake phrase into the audio (`phrase_confirmed`; a
+    confident score by the looser CONFIDENT_LOG_ODDS), with `beam_size` (`WakeWord.ConfirmBeamSize`;
+    None: the transcriber's own). The check needs Whisper's token scores, so a remote engine's local
+    stand-in makes it; a remote engine alone is asked for a transcript that must name the wake
+    word, and only about doubtful scores. A confident score nobody could check wakes."""
     local = transcriber if isinstance(transcriber, Transcriber) else getattr(transcriber, "local", None)
+    if isinstance(local, Transcriber) and beam_size is not None and beam_size != local.beam_size:
+        local = local.with_beam_size(beam_size)
 
-    def confirm(audio: np.ndarray, name: str) -> bool:
+    def confirm(audio: np.ndarray, name: str, confident: bool = False) -> bool:
+        if confident and not isinstance(local, Transcriber):
+            return True
         try:
             if isinstance(local, Transcriber):
                 check = local.check_phrase(audio, spoken_wake_phrase(name))
                 log.debug("the wake check heard %r, and %r when told (log odds %.2f)",
                           check.heard, check.prompted, check.log_odds)
-                return phrase_confirmed(check, name)
+                return phrase_confirmed(check, name, CONFIDENT_LOG_ODDS if confident else CONFIRM_LOG_ODDS)
             transcript = transcriber.transcribe(audio)
         except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed
-            log.warning("could not check a doubtful wake: %s", exc)
-            return False
+            log.warning("could not check a %s wake: %s", "confident" if confident else "doubtful", exc)
+            return confident
         log.debug("the wake check heard %r", transcript.text)
         return names_wake_word(transcript.text, name)
 

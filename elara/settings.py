@@ -182,6 +182,10 @@ class WakeWordSettings:
     vad_threshold: float = setting("VadThreshold", min=0.0, max=0.99)
     # scores from here to Threshold wake only if Whisper hears the wake word (0 = off)
     confirm_from: float = setting("ConfirmFrom", min=0.0, max=1.0)
+    # scores from Threshold up are checked too, with a looser rule (needs ConfirmFrom > 0)
+    confirm_confident: bool = setting("ConfirmConfident")
+    # the beam a local Whisper checks a wake with
+    confirm_beam_size: int = setting("ConfirmBeamSize", min=1, max=10)
     # per-user verifiers (`elara wake enroll`); relative paths are under the config directory
     verifiers: tuple[str, ...] = setting("Verifiers")
 

@@ -8,10 +8,10 @@ overrides) with the Whisper check on doubtful scores wired as the daemon wires i
 does. Recall by group, false wakes in the ordinary audio, sound-alike sentences woken, and how
 often Whisper was asked. Reuses bench_wake's cache (run it first).
 
-`--rules` adds a second pass (as long again) in which doubtful scores never wake, keeping every
-window Whisper is asked about, then decides them by each rule for the check
-(`elara.voice.wake.phrase_confirmed` at other odds, the older transcript match): one table of rules
-over the same windows. It ignores that a wake resets the detector, so its row for the shipped rule
+`--rules` adds a second pass (as long again) in which no checked score wakes (the doubtful ones,
+and the confident ones with `WakeWord.ConfirmConfident`), keeping every window Whisper is asked
+about, then decides them by each rule for the check (`elara.voice.wake.phrase_confirmed` at other
+odds, the older transcript match): one table of rules over the same windows. It ignores that a wake resets the detector, so its row for the shipped rule
 may differ a little from the live figure above it.
 
     .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0] [--rules]
@@ -56,10 +56,11 @@ from elara.voice.wake import (  # noqa: E402
 @dataclass
 class Asked:
     """A window Whisper was asked about: where (a clip's index, or None in the negatives), when the
-    score crossed, and how Whisper read it."""
+    score crossed, whether it crossed the threshold, and how Whisper read it."""
 
     clip: int | None
     at: float
+    confident: bool
     check: PhraseCheck
 
 
@@ -73,9 +74,9 @@ class Keeper:
         self.clip: int | None = None
         self.now = 0.0
 
-    def __call__(self, audio: np.ndarray, name: str) -> bool:
+    def __call__(self, audio: np.ndarray, name: str, confident: bool = False) -> bool:
         check = self.transcriber.check_phrase(audio, spoken_wake_phrase(name))
-        self.asked.append(Asked(self.clip, self.now - CONFIRM_AFTER_FRAMES * bw.FRAME_SECONDS, check))
+        self.asked.append(Asked(self.clip, self.now - CONFIRM_AFTER_FRAMES * bw.FRAME_SECONDS, confident, check))
         return False
 
 
@@ -91,12 +92,23 @@ def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper |
     return found
 
 
-RULES: dict[str, Callable[[PhraseCheck], bool]] = {
-    "transcript names it (≥ 0.7 alike; the check before)": lambda c: names_wake_word(c.heard, bw.WAKE_MODEL),
-    "transcript names it exactly": lambda c: names_wake_word(c.heard, bw.WAKE_MODEL, similarity=1.0),
-    "told the phrase, names it (no odds)": lambda c: names_wake_word(c.prompted, bw.WAKE_MODEL, similarity=1.0),
-    **{f"phrase check, log odds ≥ {odds:g}": functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds)
-       for odds in (0.0, -1.0, -2.0, -3.0, -4.0, -6.0)},
+def confident_rule(odds: float | None) -> Callable[[PhraseCheck], bool]:
+    """How a confident score's window is decided: unchecked (None) or the phrase check at `odds`."""
+    if odds is None:
+        return lambda c: True
+    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds)
+
+
+#: (rule for a doubtful score's window, rule for a confident one's, which the detector asks about
+#: only with `WakeWord.ConfirmConfident`; without it those wake directly and every row's is unused).
+RULES: dict[str, tuple[Callable[[PhraseCheck], bool], Callable[[PhraseCheck], bool]]] = {
+    "transcript names it (≥ 0.7 alike; the first check), confident unchecked":
+        (lambda c: names_wake_word(c.heard, bw.WAKE_MODEL), confident_rule(None)),
+    **{f"phrase check, log odds ≥ {odds:g}, confident unchecked":
+       (confident_rule(odds), confident_rule(None)) for odds in (-3.0, -4.0, -6.0)},
+    **{f"phrase check, log odds ≥ {odds:g}, confident ≥ {confident:g}":
+       (confident_rule(odds), confident_rule(confident))
+       for odds, confident in ((-3.0, -10.0), (-4.0, -10.0), (-6.0, -6.0), (-6.0, -10.0), (-6.0, -99.0))},
 }
 
 
@@ -118,11 +130,11 @@ def rule_table(detector: WakeWordDetector, transcriber: Transcriber, positives: 
         return positives[i].span[0] <= at <= positives[i].span[1] + bw.TOLERANCE
 
     rows = []
-    for label, rule in RULES.items():
+    for label, (doubtful, confident) in RULES.items():
         found = [any(in_span(i, at) for at in hits) for i, hits in enumerate(direct)]
         fired = list(direct_negative)
         for asked in keeper.asked:
-            if rule(asked.check):
+            if (confident if asked.confident else doubtful)(asked.check):
                 if asked.clip is None:
                     fired.append(asked.at)
                 elif in_span(asked.clip, asked.at):
@@ -160,7 +172,7 @@ def main() -> int:
     detector = load_wake(settings, verifiers=False)
     transcriber = load_transcriber(settings) if wake.confirm_from > 0 else None
     if transcriber is not None:
-        detector.confirm_with(transcript_confirmer(transcriber))
+        detector.confirm_with(transcript_confirmer(transcriber, wake.confirm_beam_size))
     started = time.monotonic()
     positives = bw.build_positives()
     stream, segments = bw.cached_negatives(args.cache, args.negative_scale)
@@ -185,8 +197,8 @@ def main() -> int:
     print("## The wake word as shipped (scripts/bench_wake_live.py)\n")
     print(f"threshold {wake.threshold:g} × {wake.trigger_level}, Silero gate {wake.vad_threshold:g}, "
           f"Whisper check from {wake.confirm_from:g} on {args.confirm_before:g} s before the crossing "
-          f"({settings.speech_to_text.model}, beam "
-          f"{settings.speech_to_text.beam_size}); {len(positives)} clips, {analysis.hours[True]:.2f} h of "
+          f"({settings.speech_to_text.model}, beam {wake.confirm_beam_size}, noise suppression "
+          f"{settings.speech_to_text.noise_suppression}); {len(positives)} clips, {analysis.hours[True]:.2f} h of "
           f"ordinary audio; wall time {(time.monotonic() - started) / 60:.1f} min.\n")
     rows = [["recall", bw.rate(sum(found), len(found))],
             ["false wakes, ordinary audio", f"{len(ordinary)} ({len(ordinary) / analysis.hours[True]:.2f}/h)"],
@@ -200,7 +212,8 @@ def main() -> int:
         print(f"- false wake: {seg.category}: {bw.excerpt(seg, seg.end)}")
     if args.rules and transcriber is not None:
         bw.log("the rules' pass")
-        print("\n" + rule_table(detector, transcriber, positives, stream, analysis))
+        checker = transcriber.with_beam_size(wake.confirm_beam_size)  # as transcript_confirmer makes it
+        print("\n" + rule_table(detector, checker, positives, stream, analysis))
     return 0
 
 

@@ -93,6 +93,7 @@ def test_embedded_provider_settings_from_the_environment():
     ({"ELARA__Context__LastN": "-1"}, "Context.LastN: expected an integer from 0 to 1000"),
     ({"ELARA__SpeechToText__ReadAgainBeamSize": "11"}, "SpeechToText.ReadAgainBeamSize: expected an integer from 0 to 10"),
     ({"ELARA__SpeechToText__NoiseSuppression": "5"}, "SpeechToText.NoiseSuppression: expected an integer from 0 to 4"),
+    ({"ELARA__WakeWord__ConfirmBeamSize": "0"}, "WakeWord.ConfirmBeamSize: expected an integer from 1 to 10"),
     ({"ELARA__Context__Colour": "blue"}, "Context.Colour: unknown key"),
     ({"ELARA__Voice__Speed": "1"}, "Voice: unknown key"),
     ({"ELARA__LanguageModel__Api": "rest"}, 'LanguageModel.Api: expected one of "chat", "generate"'),

@@ -7,11 +7,14 @@ import numpy as np
 import pytest
 from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
 
+from elara.errors import ModelLoadError
 from elara.runtime import transcript_confirmer
 from elara.voice.remote import FailoverTranscriber, ServiceHealth
-from elara.voice.stt import PhraseCheck, Transcript
+from elara.voice.stt import PhraseCheck, Transcriber, Transcript
 from elara.voice.wake import (
+    CONFIDENT_LOG_ODDS,
     CONFIRM_AFTER_FRAMES,
+    CONFIRM_LOG_ODDS,
     WakeWordDetector,
     names_wake_word,
     phrase_confirmed,
@@ -49,7 +52,17 @@ def test_other_wake_words_are_matched_by_their_own_name():
     ("Hey, Jervis.", "Hey, Jervis.", 0.0, False),
 ])
 def test_a_doubtful_wake_stands_when_whisper_reads_the_phrase_into_it(heard, prompted, log_odds, wakes):
-    assert phrase_confirmed(PhraseCheck(heard, prompted, log_odds, 0.0), "hey_jarvis") is wakes
+    assert phrase_confirmed(PhraseCheck(heard, prompted, log_odds, 0.0), "hey_jarvis", log_odds=-3.0) is wakes
+
+
+def test_the_shipped_odds_are_looser_for_a_confident_score():
+    def told(odds: float) -> PhraseCheck:
+        return PhraseCheck("Hey, obviously", "Hey, Jarvis.", odds, 0.0)
+
+    assert (CONFIRM_LOG_ODDS, CONFIDENT_LOG_ODDS) == (-6.0, -10.0)
+    assert phrase_confirmed(told(-5.9), "hey_jarvis") and not phrase_confirmed(told(-6.1), "hey_jarvis")
+    assert phrase_confirmed(told(-9.9), "hey_jarvis", CONFIDENT_LOG_ODDS)
+    assert not phrase_confirmed(PhraseCheck("Hey Travis.", "Hey Travis.", 0.0, 0.0), "hey_jarvis", CONFIDENT_LOG_ODDS)
 
 
 def test_the_hint_is_the_phrase_as_whisper_writes_it():
@@ -63,9 +76,11 @@ class Recorder:
     def __init__(self, answer: bool) -> None:
         self.answer = answer
         self.asked: list[tuple[int, str]] = []
+        self.confident: list[bool] = []
 
-    def __call__(self, audio: np.ndarray, name: str) -> bool:
+    def __call__(self, audio: np.ndarray, name: str, confident: bool = False) -> bool:
         self.asked.append((len(audio), name))
+        self.confident.append(confident)
         return self.answer
 
 
@@ -107,6 +122,37 @@ def test_a_confident_score_wakes_at_once_and_no_confirmer_means_no_second_look(h
     assert CONFIRM_AFTER_FRAMES == 3
 
 
+@pytest.mark.parametrize("answer", [True, False])
+def test_with_confirm_confident_a_confident_score_is_put_to_the_confirmer_too(hey_jarvis_path, answer):
+    detector = WakeWordDetector([hey_jarvis_path], threshold=0.4, confirm_from=0.05, confirm_confident=True)
+    confirmer = Recorder(answer)
+    detector.confirm_with(confirmer)
+    found = run(detector, CLIP)
+    assert confirmer.confident.count(True) == 1  # asked as confident, once however long it stays up
+    assert confirmer.asked[-1] == (16_000 * 2.24, "hey_jarvis")
+    assert len(found) == int(answer)
+    if answer:
+        assert found[0].score >= 0.4
+        assert 2.0 < found[0].at < 2.0 + len(piper_speech("Hey Jarvis.")) / 16_000 + 0.5
+
+
+def test_a_confident_score_nobody_can_check_wakes_and_a_doubtful_one_does_not(transcriber, monkeypatch):
+    class Remote:  # a Wyoming engine alone: no token scores for the phrase check
+        def transcribe(self, samples: np.ndarray) -> Transcript:
+            return Transcript("Hey, John of this.", 0.0, -0.1, len(samples) / 16000, 0.0)
+
+    clip = concat(silence(0.5), espeak_speech("Hey Jarvis", voice="en-us+f3", speed=160), silence(0.3))
+    assert transcript_confirmer(Remote())(clip, "hey_jarvis", True)
+    assert not transcript_confirmer(Remote())(clip, "hey_jarvis", False)
+
+    def broken(self, samples, phrase):
+        raise ModelLoadError("SpeechToText.Model: gone")
+
+    monkeypatch.setattr(Transcriber, "check_phrase", broken)
+    assert transcript_confirmer(transcriber)(clip, "hey_jarvis", True)
+    assert not transcript_confirmer(transcriber)(clip, "hey_jarvis", False)
+
+
 def test_whisper_confirms_the_phrase_and_not_a_sound_alike(transcriber):
     confirm = transcript_confirmer(transcriber)
     assert confirm(concat(silence(0.6), piper_speech("Hey Jarvis."), silence(0.3)), "hey_jarvis")
@@ -121,6 +167,21 @@ def test_a_phrase_whisper_mishears_alone_is_confirmed_by_the_hint(transcriber):
     check = transcriber.check_phrase(clip, "Hey Jarvis.")
     assert check.prompted == "Hey Jarvis." and check.log_odds > 0  # likelier as the phrase than as heard
     assert transcript_confirmer(transcriber)(clip, "hey_jarvis")
+
+
+def test_the_check_reads_with_its_own_beam_and_leaves_the_transcriber_as_it_was(transcriber, monkeypatch):
+    beams = []
+    check_phrase = Transcriber.check_phrase
+
+    def watched(self, samples, phrase):
+        beams.append(self.beam_size)
+        return check_phrase(self, samples, phrase)
+
+    monkeypatch.setattr(Transcriber, "check_phrase", watched)
+    clip = concat(silence(0.6), piper_speech("Hey Jarvis."), silence(0.3))
+    assert transcript_confirmer(transcriber, 5)(clip, "hey_jarvis")
+    assert transcript_confirmer(transcriber)(clip, "hey_jarvis")
+    assert beams == [5, 1] and transcriber.beam_size == 1
 
 
 def test_the_check_needs_token_scores_a_remote_engine_alone_has_not(transcriber):
@@ -145,13 +206,15 @@ def test_the_check_needs_token_scores_a_remote_engine_alone_has_not(transcriber)
 
 
 @pytest.fixture(scope="module")
-def shipped(transcriber):
+def shipped():
+    """The wake word as the daemon wires it: the packaged settings, the check's beam, Whisper's
+    noise suppression."""
     from elara.config import load_settings
-    from elara.voice.engines import load_wake
+    from elara.voice.engines import load_transcriber, load_wake
 
     settings = load_settings(env={})
     detector = load_wake(settings, verifiers=False)
-    detector.confirm_with(transcript_confirmer(transcriber))
+    detector.confirm_with(transcript_confirmer(load_transcriber(settings), settings.wake_word.confirm_beam_size))
     return detector
 
 

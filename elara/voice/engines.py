@@ -55,7 +55,8 @@ def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None 
         return WakeWordDetector(paths, verifiers=verifiers)
     return WakeWordDetector(paths, threshold=wake.threshold, trigger_level=wake.trigger_level,
                             refractory_seconds=wake.refractory_seconds, vad_threshold=wake.vad_threshold,
-                            verifiers=verifiers, confirm_from=wake.confirm_from)
+                            verifiers=verifiers, confirm_from=wake.confirm_from,
+                            confirm_confident=wake.confirm_confident)
 
 
 def verifier_paths(wake: WakeWordSettings) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import difflib
 import io
 import logging
@@ -33,12 +34,17 @@ CONFIRM_AFTER_FRAMES = 3
 WAKE_WORD_SIMILARITY = 0.7
 
 #: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
-#: be, as a natural log: e³ ≈ 20 times. `scripts/bench_wake_live.py --rules`: −2 heard the phrase
-#: in 1.7 points fewer of its clips, −4 in 0.8 points more but woke on 3 more sound-alikes of 183.
-CONFIRM_LOG_ODDS = -3.0
+#: be, as a natural log: e⁶ ≈ 400 times for a doubtful score, e¹⁰ for a confident one (≥ the
+#: threshold), which the check only has to not contradict. Measured with Whisper tiny.en, beam 5,
+#: through noise suppression (`scripts/bench_wake_live.py --rules`, 3.63 h): −6 / −10 heard 93.4 % of
+#: the clips with no false wake and 70 of 552 sound-alikes, where −3 with confident scores unchecked
+#: heard 90.4 % with one false wake and 88.
+CONFIRM_LOG_ODDS = -6.0
+CONFIDENT_LOG_ODDS = -10.0
 
-#: Checks audio (16 kHz int16) and says whether wake word `name` was said in it.
-Confirmer = Callable[[np.ndarray, str], bool]
+#: Checks audio (16 kHz int16) and says whether wake word `name` was said in it; the flag says
+#: whether the model's score was confident (≥ the threshold) rather than doubtful.
+Confirmer = Callable[[np.ndarray, str, bool], bool]
 
 
 def spoken_wake_phrase(name: str) -> str:
@@ -67,6 +73,18 @@ def names_wake_word(text: str, name: str, similarity: float = WAKE_WORD_SIMILARI
 
 
 @dataclass(frozen=True)
+class _Candidate:
+    """A score waiting for the confirmer: the wake word, its best score so far, the `captured_at`
+    of its crossing, frames still to wait, and whether it crossed the threshold."""
+
+    name: str
+    score: float
+    at: float
+    wait: int
+    confident: bool
+
+
+@dataclass(frozen=True)
 class WakeDetection:
     """A wake word was heard: which one, how sure, and the `captured_at` of the deciding frame."""
 
@@ -86,7 +104,8 @@ class WakeWordDetector:
     Two more stages, both off by default. Per-user `verifiers` (`elara wake enroll`) rescore the
     frames the model scores ≥ VERIFY_FROM. A doubtful score, from `confirm_from` up to the
     threshold, wakes only if the confirmer set by `confirm_with` (Whisper, in the daemon) hears the
-    wake word in the last ≈2.2 s; `process` runs it inline, so the frame that asks takes as long.
+    wake word in the last ≈2.2 s; with `confirm_confident`, so does a confident one (the confirmer
+    is told which it is); `process` runs it inline, so the frame that asks takes as long.
 
     Optional front ends, all off by default: WebRTC automatic gain and noise suppression on the
     audio before anything else (`auto_gain_dbfs`, `webrtc_noise_suppression`, as wyoming-satellite
@@ -109,6 +128,7 @@ class WakeWordDetector:
         webrtc_noise_suppression: int = 0,
         verifiers: Sequence[WakeVerifier] = (),
         confirm_from: float = 0.0,
+        confirm_confident: bool = False,
     ) -> None:
         paths = [Path(p) for p in model_paths]
         if not paths:
@@ -165,12 +185,14 @@ class WakeWordDetector:
             raise ValueError("confirm_from must be 0 (off) to the threshold")
         #: Scores from here up to the threshold wake only when the confirmer hears the wake word.
         self.confirm_from = float(confirm_from)
+        #: Whether scores at or above the threshold are put to the confirmer too.
+        self.confirm_confident = bool(confirm_confident)
         self._confirmer: Confirmer | None = None
         self._history: collections.deque[np.ndarray] = collections.deque(
             maxlen=round(CONFIRM_BEFORE_SECONDS / FRAME_SECONDS) + CONFIRM_AFTER_FRAMES)
-        self._candidate: tuple[str, float, float, int] | None = None  # name, score, at, frames to wait
-        self._armed = True
-        #: Doubtful wakes handed to the confirmer, and those it confirmed.
+        self._candidate: _Candidate | None = None
+        self._armed = self._confident_armed = True
+        #: Wakes handed to the confirmer, and those it confirmed.
         self.confirmations = {"asked": 0, "confirmed": 0}
         # wake word → (the feature window its model reads, its verifier)
         self._verifiers: dict[str, tuple[int, WakeVerifier]] = {}
@@ -196,7 +218,8 @@ class WakeWordDetector:
         return list(dict.fromkeys(self._names.values()))
 
     def confirm_with(self, confirmer: Confirmer | None) -> None:
-        """Set (or, with None, remove) what confirms wakes scored from `confirm_from` to the threshold."""
+        """Set (or, with None, remove) what confirms wakes scored from `confirm_from` to the
+        threshold (and above it, with `confirm_confident`)."""
         self._confirmer = confirmer
         self._candidate = None
 
@@ -248,10 +271,11 @@ class WakeWordDetector:
                         best = (score, name)
                 else:
                     self._run[name] = 0
-            if best is not None:
+            checking = self._confirmer is not None and self.confirm_from > 0
+            if best is not None and not (checking and self.confirm_confident):
                 detection = WakeDetection(name=best[1], score=best[0], at=frame.captured_at)
-            elif self._confirmer is not None and self.confirm_from > 0:
-                detection = self._doubtful(scores, frame.captured_at)
+            elif checking:
+                detection = self._checked(scores, frame.captured_at, best)
             if detection is not None:
                 self.reset()
                 self._quiet_until = frame.captured_at + self.refractory_seconds
@@ -259,30 +283,38 @@ class WakeWordDetector:
         self.last_seconds = time.perf_counter() - started
         return detection
 
-    def _doubtful(self, scores: dict[str, float], at: float) -> WakeDetection | None:
-        """A score crossed `confirm_from` (below the threshold): three frames on, ask the confirmer
-        about the last ≈2.2 s. One question per crossing; it re-arms when the score falls back."""
+    def _checked(self, scores: dict[str, float], at: float,
+                 confident: tuple[float, str] | None) -> WakeDetection | None:
+        """A score crossed `confirm_from`, or the threshold (`confident`, with `confirm_confident`):
+        three frames on, ask the confirmer about the last ≈2.2 s. One question per crossing (it
+        re-arms when the score falls back), and a confident score asks again, as confident."""
         name, score = max(scores.items(), key=lambda item: item[1], default=("", 0.0))
-        if self._candidate is None and self._armed and score >= self.confirm_from:
-            self._candidate = (name, score, at, CONFIRM_AFTER_FRAMES)
+        if confident is None:
+            self._confident_armed = True
+        waiting_confident = self._candidate is not None and self._candidate.confident
+        if confident is not None and self._confident_armed and not waiting_confident:
+            self._candidate = _Candidate(confident[1], confident[0], at, CONFIRM_AFTER_FRAMES, confident=True)
+            self._armed = self._confident_armed = False
+        elif self._candidate is None and self._armed and score >= self.confirm_from:
+            self._candidate = _Candidate(name, score, at, CONFIRM_AFTER_FRAMES, confident=False)
             self._armed = False
         elif self._candidate is not None:
-            name, first_score, first_at, wait = self._candidate
-            self._candidate = (name, max(first_score, scores.get(name, 0.0)), first_at, wait - 1)
+            c = self._candidate
+            self._candidate = dataclasses.replace(c, score=max(c.score, scores.get(c.name, 0.0)), wait=c.wait - 1)
         if score < self.confirm_from:
             self._armed = True
-        if self._candidate is None or self._candidate[3] > 0:
+        if self._candidate is None or self._candidate.wait > 0:
             return None
-        name, best, first_at, _ = self._candidate
-        self._candidate = None
+        c, self._candidate = self._candidate, None
         assert self._confirmer is not None
         self.confirmations["asked"] += 1
-        if not self._confirmer(np.concatenate(self._history), name):
-            log.debug("a doubtful %s (score %.2f) was not confirmed", name, best)
+        kind = "confident" if c.confident else "doubtful"
+        if not self._confirmer(np.concatenate(self._history), c.name, c.confident):
+            log.debug("a %s %s (score %.2f) was not confirmed", kind, c.name, c.score)
             return None
         self.confirmations["confirmed"] += 1
-        log.info("%s confirmed by the transcript (score %.2f)", name, best)
-        return WakeDetection(name=name, score=best, at=first_at)
+        log.info("%s confirmed by the transcript (%s score %.2f)", c.name, kind, c.score)
+        return WakeDetection(name=c.name, score=c.score, at=c.at)
 
     def _named(self, raw: dict[str, Any]) -> dict[str, float]:
         """openWakeWord's scores keyed by friendly wake-word name."""
@@ -325,6 +357,6 @@ class WakeWordDetector:
         self._run.clear()
         self._history.clear()
         self._candidate = None
-        self._armed = True
+        self._armed = self._confident_armed = True
         self._quiet_until = float("-inf")
         self.last_scores = {}
