@@ -162,8 +162,7 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             await close()
         raise
     # The wake word and Whisper may each be reused or new: the check is wired afresh every time.
-    wake.confirm_with(transcript_confirmer(transcriber, settings.wake_word.confirm_beam_size)
-                     if settings.wake_word.confirm_from > 0 else None)
+    wake.confirm_with(wake_confirmer(settings, transcriber))
     vad = reused("vad") or create_vad(settings.listening.vad)
     echo = reused("echo") if settings.audio.echo_cancellation else None
     if echo is None and settings.audio.echo_cancellation:
@@ -253,8 +252,7 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
     audio = dataclasses.replace(settings.audio, barge_in=False)
     rooms = []
     for (link, speaker, announcer, old), wake in zip(links, wakes):
-        wake.confirm_with(transcript_confirmer(transcriber, settings.wake_word.confirm_beam_size)
-                     if settings.wake_word.confirm_from > 0 else None)
+        wake.confirm_with(wake_confirmer(settings, transcriber))
         speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
                             monotonic=clock)
         alarms.add_room(link.name, announcer)
@@ -284,6 +282,13 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
         await old.llm.aclose()
 
 
+def wake_confirmer(settings: Settings,
+                   transcriber: SpeechToText) -> Callable[[np.ndarray, str, bool], bool] | None:
+    """The wake word's check as the settings ask for it (`WakeWord.ConfirmFrom` 0: none)."""
+    wake = settings.wake_word
+    return transcript_confirmer(transcriber, wake.confirm_beam_size) if wake.confirm_from > 0 else None
+
+
 def transcript_confirmer(transcriber: SpeechToText,
                          beam_size: int | None = None) -> Callable[[np.ndarray, str, bool], bool]:
     """Confirms a wake when Whisper reads the wake phrase into the audio (`phrase_confirmed`; a
@@ -305,7 +310,7 @@ def transcript_confirmer(transcriber: SpeechToText,
                           check.heard, check.prompted, check.log_odds)
                 return phrase_confirmed(check, name, CONFIDENT_LOG_ODDS if confident else CONFIRM_LOG_ODDS)
             transcript = transcriber.transcribe(audio)
-        except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed
+        except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed; a confident one stands
             log.warning("could not check a %s wake: %s", "confident" if confident else "doubtful", exc)
             return confident
         log.debug("the wake check heard %r", transcript.text)

@@ -262,7 +262,7 @@ def share(result: Result, scene: Scene, kind: str, level: float | None = None) -
 def offline(args: argparse.Namespace) -> None:
     """The table of cancellers × rooms."""
     from elara.config import load_settings
-    from elara.runtime import transcript_confirmer
+    from elara.runtime import wake_confirmer
     from elara.voice.engines import load_transcriber, load_wake
     from elara.voice.vad import SileroVad
 
@@ -270,7 +270,7 @@ def offline(args: argparse.Namespace) -> None:
     transcriber = load_transcriber(settings)
     vad = SileroVad()
     wake = load_wake(settings)
-    wake.confirm_with(transcript_confirmer(transcriber, settings.wake_word.confirm_beam_size))  # as the daemon wires it
+    wake.confirm_with(wake_confirmer(settings, transcriber))  # as the daemon wires it
     print("| room | canceller | ERLE, her echo alone | \"stop\" heard over her (person −6 / 0 / +6 dB vs her echo) "
           "| wake word heard over her | false stops | false wakes | \"stop\" checks over her echo alone "
           "| CPU per 80 ms frame |")

@@ -8,7 +8,7 @@ import pytest
 from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
 
 from elara.errors import ModelLoadError
-from elara.runtime import transcript_confirmer
+from elara.runtime import transcript_confirmer, wake_confirmer
 from elara.voice.remote import FailoverTranscriber, ServiceHealth
 from elara.voice.stt import PhraseCheck, Transcriber, Transcript
 from elara.voice.wake import (
@@ -214,7 +214,7 @@ def shipped():
 
     settings = load_settings(env={})
     detector = load_wake(settings, verifiers=False)
-    detector.confirm_with(transcript_confirmer(load_transcriber(settings), settings.wake_word.confirm_beam_size))
+    detector.confirm_with(wake_confirmer(settings, load_transcriber(settings)))
     return detector
 
 

@@ -224,7 +224,8 @@ class Transcriber:
         unprompted. Blocks like `transcribe`, and cleans the audio as it does; of a long recording,
         the last 30 s are checked."""
         started = time.perf_counter()
-        audio = _as_float(samples if self.clean is None else self.clean(samples))[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
+        audio = _as_float(samples if self.clean is None else self.clean(samples))
+        audio = audio[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
         window = self.window_seconds if len(audio) <= self.window_seconds * SAMPLE_RATE else FULL_WINDOW_SECONDS
         heard, prompted, odds, looped = self._check_window(audio, window, phrase)
         if looped and window < FULL_WINDOW_SECONDS:  # as `transcribe` does

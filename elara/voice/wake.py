@@ -35,10 +35,10 @@ WAKE_WORD_SIMILARITY = 0.7
 
 #: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
 #: be, as a natural log: e⁶ ≈ 400 times for a doubtful score, e¹⁰ for a confident one (≥ the
-#: threshold), which the check only has to not contradict. Measured with Whisper tiny.en, beam 5,
-#: through noise suppression (`scripts/bench_wake_live.py --rules`, 3.63 h): −6 / −10 heard 93.4 % of
-#: the clips with no false wake and 70 of 552 sound-alikes, where −3 with confident scores unchecked
-#: heard 90.4 % with one false wake and 88.
+#: threshold), which the check only has to not contradict. With Whisper tiny.en, beam 5, through
+#: noise suppression, `scripts/bench_wake_live.py` heard 93.4 % of its clips with no false wake in
+#: 3.63 h and 71 of 552 sound-alikes woken, where −3 with beam 1 and confident scores unchecked heard
+#: 90.4 % with one false wake and 89; its `--rules` table has the odds between.
 CONFIRM_LOG_ODDS = -6.0
 CONFIDENT_LOG_ODDS = -10.0
 
