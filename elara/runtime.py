@@ -213,7 +213,16 @@ def voice_parts(settings: Settings, dialogue: Dialogue, *, wake: WakeWordDetecto
         go_on_ms=settings.listening.go_on_ms, min_speech_ms=settings.listening.min_speech_ms,
         ring_seconds=settings.timers.ring_seconds,
         is_command=(lambda text: intents.match(text) is not None) if settings.intents.enabled else None,
-        read_again=read_again(transcriber, settings.speech_to_text.read_again_beam_size))
+        read_again=read_again(transcriber, settings.speech_to_text.read_again_beam_size),
+        stop_reader=stop_reader(transcriber))
+
+
+def stop_reader(transcriber: SpeechToText) -> Transcriber | None:
+    """The local Whisper reading "stop" over her voice without noise suppression, which learns her
+    residual echo as the noise and took "stop"s away (`scripts/bench_echo.py`); None: as it is."""
+    if isinstance(transcriber, Transcriber) and transcriber.clean is not None:
+        return transcriber.uncleaned()
+    return None
 
 
 def read_again(transcriber: SpeechToText, beam_size: int) -> Transcriber | None:

@@ -1130,6 +1130,19 @@ def test_a_long_stretch_of_speech_over_her_is_not_checked():
     assert state == d.SPEAKING and rig.loop.counters.stop_checks == 0
 
 
+def test_stop_over_her_is_read_by_the_stop_reader_when_there_is_one():
+    """The daemon reads "stop" over her without noise suppression (`runtime.stop_reader`): the
+    question's transcriber never sees that audio."""
+    rig = stop_rig()
+    reader = FakeTranscriber()
+    rig.loop.parts = replace(rig.loop.parts, stop_reader=reader)
+    question_calls = rig.loop.parts.transcriber.calls
+    state = asyncio.run(speak_over_her(rig, STOP, loudness=OVER_HER))
+    assert state == d.IDLE and rig.loop.status()["counters"]["stops"] == 1
+    assert reader.calls == 1 and reader.phrases == [[STOP]]
+    assert rig.loop.parts.transcriber.calls == question_calls + 1  # the question alone, before her reply
+
+
 def test_stop_between_two_rings_ends_the_ringing_without_the_wake_word():
     rig, announcer, events = announcing_rig(mode="wake_word")
     rig.loop.parts = replace(rig.loop.parts, stop_words=True)  # no echo cancellation: between rings

@@ -10,7 +10,7 @@ from voice_clips import concat, espeak_speech, noise, piper_speech, silence, wit
 
 from elara.config import load_settings
 from elara.errors import ModelNotFoundError
-from elara.runtime import read_again
+from elara.runtime import read_again, stop_reader
 from elara.voice.engines import transcriber as load_whisper
 from elara.voice.models import resolve_whisper
 from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
@@ -132,6 +132,10 @@ def test_the_shipped_noise_suppression_hears_words_the_hiss_hid(transcriber):
     assert again is not None and again.clean is shipped.clean
     off = load_whisper(resolve_whisper("tiny.en"), dataclasses.replace(stt, noise_suppression=0))
     assert off.clean is None
+    # "stop" over her voice is read as it comes (the same loaded model), and so is all of it when off
+    plain = stop_reader(shipped)
+    assert plain is not None and plain.clean is None and plain._model is shipped._model
+    assert shipped.clean is not None and stop_reader(off) is None
 
 
 def test_audio_longer_than_the_window_and_float_input(transcriber):

@@ -125,6 +125,8 @@ class VoiceParts:
     min_speech_ms: int = 200  # speech that counts as going on (as it counts as an onset)
     #: reads again the words the end-of-turn judgment doubts (a wider beam); None: the first reading
     read_again: SpeechToText | None = None
+    #: reads what may be "stop" over her voice or a ringing timer; None: the transcriber
+    stop_reader: SpeechToText | None = None
 
 
 @dataclass
@@ -621,7 +623,7 @@ class VoiceLoop:
                              epoch: int, parts: VoiceParts) -> bool:
         """Whether the words over her voice tell her to stop (still, when the check is done)."""
         try:
-            transcript = await asyncio.to_thread(parts.transcriber.transcribe, samples)
+            transcript = await asyncio.to_thread((parts.stop_reader or parts.transcriber).transcribe, samples)
         except Exception as exc:  # a failed check must not end anything: she goes on
             log.warning("could not check for \"stop\": %s", exc)
             return False

@@ -150,6 +150,12 @@ class Transcriber:
         other.beam_size = int(beam_size)
         return other
 
+    def uncleaned(self) -> Transcriber:
+        """The same loaded model reading the audio as it comes, without `clean`."""
+        other = copy.copy(self)
+        other.clean = None
+        return other
+
     # -----------------------------------------------------------------------------------------
 
     def _tokenizer(self, language: str | None):
