@@ -162,7 +162,7 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             await close()
         raise
     # The wake word and Whisper may each be reused or new: the check is wired afresh every time.
-    wake.confirm_with(wake_confirmer(settings, transcriber))
+    wire_wake_check(wake, settings, transcriber)
     vad = reused("vad") or create_vad(settings.listening.vad)
     echo = reused("echo") if settings.audio.echo_cancellation else None
     if echo is None and settings.audio.echo_cancellation:
@@ -261,7 +261,7 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
     audio = dataclasses.replace(settings.audio, barge_in=False)
     rooms = []
     for (link, speaker, announcer, old), wake in zip(links, wakes):
-        wake.confirm_with(wake_confirmer(settings, transcriber))
+        wire_wake_check(wake, settings, transcriber)
         speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
                             monotonic=clock)
         alarms.add_room(link.name, announcer)
@@ -289,6 +289,14 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
         await old.speaker.close()
     if replaced(old.llm):
         await old.llm.aclose()
+
+
+def wire_wake_check(wake: WakeWordDetector, settings: Settings, transcriber: SpeechToText) -> None:
+    """Give the wake word its check as the settings ask. Confident scores are checked only where a
+    local Whisper can read the phrase: a remote transcript alone can't, so there they wake at once."""
+    local = transcriber if isinstance(transcriber, Transcriber) else getattr(transcriber, "local", None)
+    wake.confirm_confident = settings.wake_word.confirm_confident and isinstance(local, Transcriber)
+    wake.confirm_with(wake_confirmer(settings, transcriber))
 
 
 def wake_confirmer(settings: Settings,

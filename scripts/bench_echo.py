@@ -262,7 +262,7 @@ def share(result: Result, scene: Scene, kind: str, level: float | None = None) -
 def offline(args: argparse.Namespace) -> None:
     """The table of cancellers × rooms."""
     from elara.config import load_settings
-    from elara.runtime import stop_reader, wake_confirmer
+    from elara.runtime import stop_reader, wire_wake_check
     from elara.voice.engines import load_transcriber, load_wake
     from elara.voice.vad import SileroVad
 
@@ -271,7 +271,7 @@ def offline(args: argparse.Namespace) -> None:
     transcriber = stop_reader(whisper) or whisper  # reads "stop" as the daemon does
     vad = SileroVad()
     wake = load_wake(settings)
-    wake.confirm_with(wake_confirmer(settings, whisper))  # as the daemon wires it
+    wire_wake_check(wake, settings, whisper)  # as the daemon wires it
     print("| room | canceller | ERLE, her echo alone | \"stop\" heard over her (person −6 / 0 / +6 dB vs her echo) "
           "| wake word heard over her | false stops | false wakes | \"stop\" checks over her echo alone "
           "| CPU per 80 ms frame |")

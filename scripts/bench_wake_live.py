@@ -4,7 +4,7 @@
 bench_wake.py sweeps thresholds offline from the model's scores; this runs the configured detector
 itself (`elara.voice.engines.load_wake` on the packaged settings or `--set Section__Key=VALUE`
 overrides) with the Whisper check on doubtful scores wired as the daemon wires it
-(`elara.runtime.wake_confirmer`), frame by frame, resetting after each wake as the daemon
+(`elara.runtime.wire_wake_check`), frame by frame, resetting after each wake as the daemon
 does. Recall by group, false wakes in the ordinary audio, sound-alike sentences woken, and how
 often Whisper was asked. Reuses bench_wake's cache (run it first).
 
@@ -40,7 +40,7 @@ import bench_wake as bw  # noqa: E402
 from voice_clips import frames  # noqa: E402
 
 from elara.config import load_settings  # noqa: E402
-from elara.runtime import wake_confirmer  # noqa: E402
+from elara.runtime import wire_wake_check  # noqa: E402
 from elara.voice import wake as wake_module  # noqa: E402
 from elara.voice.engines import load_transcriber, load_wake  # noqa: E402
 from elara.voice.stt import PhraseCheck, Transcriber  # noqa: E402
@@ -172,7 +172,7 @@ def main() -> int:
     detector = load_wake(settings, verifiers=False)
     transcriber = load_transcriber(settings) if wake.confirm_from > 0 else None
     if transcriber is not None:
-        detector.confirm_with(wake_confirmer(settings, transcriber))
+        wire_wake_check(detector, settings, transcriber)
     started = time.monotonic()
     positives = bw.build_positives()
     stream, segments = bw.cached_negatives(args.cache, args.negative_scale)

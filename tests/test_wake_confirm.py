@@ -8,7 +8,7 @@ import pytest
 from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
 
 from elara.errors import ModelLoadError
-from elara.runtime import transcript_confirmer, wake_confirmer
+from elara.runtime import transcript_confirmer, wire_wake_check
 from elara.voice.remote import FailoverTranscriber, ServiceHealth
 from elara.voice.stt import PhraseCheck, Transcriber, Transcript
 from elara.voice.wake import (
@@ -153,6 +153,21 @@ def test_a_confident_score_nobody_can_check_wakes_and_a_doubtful_one_does_not(tr
     assert not transcript_confirmer(transcriber)(clip, "hey_jarvis", False)
 
 
+def test_confident_scores_are_checked_only_where_a_local_whisper_can(hey_jarvis_path, transcriber):
+    from elara.config import load_settings
+
+    class Remote:  # a Wyoming engine alone
+        def transcribe(self, samples: np.ndarray) -> Transcript:
+            return Transcript("Hey Jarvis.", 0.0, -0.1, len(samples) / 16000, 0.0)
+
+    settings = load_settings(env={})
+    detector = WakeWordDetector([hey_jarvis_path], threshold=0.7, confirm_from=0.02)
+    wire_wake_check(detector, settings, transcriber)
+    assert detector.confirm_confident
+    wire_wake_check(detector, settings, Remote())
+    assert not detector.confirm_confident  # they wake at once, without the frames a check waits
+
+
 def test_whisper_confirms_the_phrase_and_not_a_sound_alike(transcriber):
     confirm = transcript_confirmer(transcriber)
     assert confirm(concat(silence(0.6), piper_speech("Hey Jarvis."), silence(0.3)), "hey_jarvis")
@@ -214,7 +229,7 @@ def shipped():
 
     settings = load_settings(env={})
     detector = load_wake(settings, verifiers=False)
-    detector.confirm_with(wake_confirmer(settings, load_transcriber(settings)))
+    wire_wake_check(detector, settings, load_transcriber(settings))
     return detector
 
 
