@@ -292,18 +292,19 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
 
 
 def wire_wake_check(wake: WakeWordDetector, settings: Settings, transcriber: SpeechToText) -> None:
-    """Give the wake word its check as the settings ask. Confident scores are checked only where a
-    local Whisper can read the phrase: a remote transcript alone can't, so there they wake at once."""
+    """Give the wake word its check as the settings ask (`WakeWord.ConfirmFrom` 0: none). Confident
+    scores are checked only where a local Whisper can read the phrase: a remote transcript alone
+    can't, so there they wake at once."""
+    check = settings.wake_word
+    wake.confirm_confident = check.confirm_confident and _local_whisper(transcriber) is not None
+    wake.confirm_with(transcript_confirmer(transcriber, check.confirm_beam_size)
+                      if check.confirm_from > 0 else None)
+
+
+def _local_whisper(transcriber: SpeechToText) -> Transcriber | None:
+    """The local Whisper that reads for `transcriber`: itself, or a remote engine's stand-in."""
     local = transcriber if isinstance(transcriber, Transcriber) else getattr(transcriber, "local", None)
-    wake.confirm_confident = settings.wake_word.confirm_confident and isinstance(local, Transcriber)
-    wake.confirm_with(wake_confirmer(settings, transcriber))
-
-
-def wake_confirmer(settings: Settings,
-                   transcriber: SpeechToText) -> Callable[[np.ndarray, str, bool], bool] | None:
-    """The wake word's check as the settings ask for it (`WakeWord.ConfirmFrom` 0: none)."""
-    wake = settings.wake_word
-    return transcript_confirmer(transcriber, wake.confirm_beam_size) if wake.confirm_from > 0 else None
+    return local if isinstance(local, Transcriber) else None
 
 
 def transcript_confirmer(transcriber: SpeechToText,
@@ -313,15 +314,15 @@ def transcript_confirmer(transcriber: SpeechToText,
     None: the transcriber's own). The check needs Whisper's token scores, so a remote engine's local
     stand-in makes it; a remote engine alone is asked for a transcript that must name the wake
     word, and only about doubtful scores. A confident score nobody could check wakes."""
-    local = transcriber if isinstance(transcriber, Transcriber) else getattr(transcriber, "local", None)
-    if isinstance(local, Transcriber) and beam_size is not None and beam_size != local.beam_size:
+    local = _local_whisper(transcriber)
+    if local is not None and beam_size is not None and beam_size != local.beam_size:
         local = local.with_beam_size(beam_size)
 
     def confirm(audio: np.ndarray, name: str, confident: bool = False) -> bool:
-        if confident and not isinstance(local, Transcriber):
+        if confident and local is None:
             return True
         try:
-            if isinstance(local, Transcriber):
+            if local is not None:
                 check = local.check_phrase(audio, spoken_wake_phrase(name))
                 log.debug("the wake check heard %r, and %r when told (log odds %.2f)",
                           check.heard, check.prompted, check.log_odds)
