@@ -35,6 +35,7 @@ from elara.providers import Provider, describe
 from elara.satellites import Room, SatelliteLink, SatelliteSpeaker
 from elara.settings import Settings
 from elara.timers import TimerBook
+from elara.voice.denoise import NoiseSuppressor
 from elara.voice.echo import CANCELLER_NEEDS, EchoFilter, make_canceller
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_speech_to_text, load_text_to_speech, load_wake
@@ -55,6 +56,9 @@ from elara.voice.wake import (
 )
 
 log = logging.getLogger(__name__)
+
+#: WebRTC noise suppression level of the wake check's window (see `_check_cleaner`).
+WAKE_CHECK_NOISE_SUPPRESSION = 2
 
 #: The settings each slow or stateful part is built from: a reload reuses the running part when
 #: these are equal. Every other part is cheap and built anew each time.
@@ -297,8 +301,14 @@ def wire_wake_check(wake: WakeWordDetector, settings: Settings, transcriber: Spe
     can't, so there they wake at once."""
     check = settings.wake_word
     wake.confirm_confident = check.confirm_confident and _local_whisper(transcriber) is not None
-    wake.confirm_with(transcript_confirmer(transcriber, check.confirm_beam_size)
+    wake.confirm_with(transcript_confirmer(transcriber, check.confirm_beam_size, clean=_check_cleaner())
                       if check.confirm_from > 0 else None)
+
+
+def _check_cleaner() -> NoiseSuppressor:
+    """The wake check hears its window through WebRTC noise suppression at level 2 whatever
+    `SpeechToText.NoiseSuppression` says: `scripts/bench_wake_live.py` measured the check with it."""
+    return NoiseSuppressor(WAKE_CHECK_NOISE_SUPPRESSION)
 
 
 def _local_whisper(transcriber: SpeechToText) -> Transcriber | None:
@@ -307,16 +317,19 @@ def _local_whisper(transcriber: SpeechToText) -> Transcriber | None:
     return local if isinstance(local, Transcriber) else None
 
 
-def transcript_confirmer(transcriber: SpeechToText,
-                         beam_size: int | None = None) -> Callable[[np.ndarray, str, bool], bool]:
+def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None, *,
+                         clean: Callable[[np.ndarray], np.ndarray] | None = None,
+                         ) -> Callable[[np.ndarray, str, bool], bool]:
     """Confirms a wake when Whisper reads the wake phrase into the audio (`phrase_confirmed`; a
     confident score by the looser CONFIDENT_LOG_ODDS), with `beam_size` (`WakeWord.ConfirmBeamSize`;
-    None: the transcriber's own). The check needs Whisper's token scores, so a remote engine's local
+    None: the transcriber's own), through `clean` when given. The check needs Whisper's token scores, so a remote engine's local
     stand-in makes it; a remote engine alone is asked for a transcript that must name the wake
     word, and only about doubtful scores. A confident score nobody could check wakes."""
     local = _local_whisper(transcriber)
     if local is not None and beam_size is not None and beam_size != local.beam_size:
         local = local.with_beam_size(beam_size)
+    if local is not None and clean is not None:
+        local = local.cleaned_by(clean)
 
     def confirm(audio: np.ndarray, name: str, confident: bool = False) -> bool:
         if confident and local is None:

@@ -152,8 +152,12 @@ class Transcriber:
 
     def uncleaned(self) -> Transcriber:
         """The same loaded model reading the audio as it comes, without `clean`."""
+        return self.cleaned_by(None)
+
+    def cleaned_by(self, clean: Callable[[np.ndarray], np.ndarray] | None) -> Transcriber:
+        """The same loaded model reading the audio through `clean` (None: as it comes)."""
         other = copy.copy(self)
-        other.clean = None
+        other.clean = clean
         return other
 
     # -----------------------------------------------------------------------------------------
