@@ -322,9 +322,10 @@ def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None
                          ) -> Callable[[np.ndarray, str, bool], bool]:
     """Confirms a wake when Whisper reads the wake phrase into the audio (`phrase_confirmed`; a
     confident score by the looser CONFIDENT_LOG_ODDS), with `beam_size` (`WakeWord.ConfirmBeamSize`;
-    None: the transcriber's own), through `clean` when given. The check needs Whisper's token scores, so a remote engine's local
-    stand-in makes it; a remote engine alone is asked for a transcript that must name the wake
-    word, and only about doubtful scores. A confident score nobody could check wakes."""
+    None: the transcriber's own), through `clean` when given. The check needs Whisper's token
+    scores, so a remote engine's local stand-in makes it; a remote engine alone is asked for a
+    transcript that must name the wake word, and only about doubtful scores. A confident score
+    nobody could check wakes."""
     local = _local_whisper(transcriber)
     if local is not None and beam_size is not None and beam_size != local.beam_size:
         local = local.with_beam_size(beam_size)
