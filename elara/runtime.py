@@ -225,7 +225,7 @@ def stop_reader(transcriber: SpeechToText) -> Transcriber | None:
     """The local Whisper reading "stop" over her voice without noise suppression, which learns her
     residual echo as the noise and took "stop"s away (`scripts/bench_echo.py`); None: as it is."""
     if isinstance(transcriber, Transcriber) and transcriber.clean is not None:
-        return transcriber.uncleaned()
+        return transcriber.cleaned_by(None)
     return None
 
 
@@ -308,7 +308,7 @@ def wire_wake_check(wake: WakeWordDetector, settings: Settings, transcriber: Spe
 def _check_cleaner() -> NoiseSuppressor:
     """The wake check hears its window through WebRTC noise suppression at level 2 whatever
     `SpeechToText.NoiseSuppression` says: `scripts/bench_wake_live.py` measured the check with it."""
-    return NoiseSuppressor(WAKE_CHECK_NOISE_SUPPRESSION)
+    return NoiseSuppressor(WAKE_CHECK_NOISE_SUPPRESSION, setting="WakeWord.ConfirmFrom")
 
 
 def _local_whisper(transcriber: SpeechToText) -> Transcriber | None:

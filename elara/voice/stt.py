@@ -150,10 +150,6 @@ class Transcriber:
         other.beam_size = int(beam_size)
         return other
 
-    def uncleaned(self) -> Transcriber:
-        """The same loaded model reading the audio as it comes, without `clean`."""
-        return self.cleaned_by(None)
-
     def cleaned_by(self, clean: Callable[[np.ndarray], np.ndarray] | None) -> Transcriber:
         """The same loaded model reading the audio through `clean` (None: as it comes)."""
         other = copy.copy(self)
