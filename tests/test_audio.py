@@ -25,7 +25,7 @@ from pulse import VirtualSoundCard, best_offset, find_exact, match_report, read_
 from elara.audio.capture import Microphone
 from elara.audio.devices import AudioDeviceError, find_device, list_devices
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip
-from elara.audio.playback import Speaker, as_mono_int16
+from elara.audio.playback import Speaker, _anchor, _Output, as_mono_int16
 from elara.audio.reference import PlaybackHistory
 from elara.audio.streams import Resampler, close_stream, open_stream, resample
 
@@ -358,6 +358,37 @@ def test_frames_ends_when_the_microphone_stops(sound_card):
 # -- speaker -----------------------------------------------------------------------------------
 
 
+def test_the_speakers_timeline_is_where_the_callbacks_agree_it_is():
+    """Numbers only, as PulseAudio gave them (measured): eight callbacks fill the buffer at once,
+    each saying its block is heard one block later than the one before; then they come every
+    20 ms, and all of them put the stream's first sample 26 ms later than the first ones did.
+    The timeline settles there once, and then holds: a callback that runs late without knowing it
+    does not move it; a gap heard starts a new one."""
+    out = _Output(16_000, 16_000)
+    history = PlaybackHistory(seconds=60)
+    block = 320
+
+    def callback(now, ahead, underflow=False):
+        heard = _anchor(out, now + ahead, underflow, history)
+        history.write(heard, np.full(block, out.handed // block + 1, np.int16), 16_000)
+        out.handed += block
+        return heard
+
+    stamps = [callback(0.0, n * 0.02) for n in range(8)]
+    assert stamps == pytest.approx([n * 0.02 for n in range(8)])
+    stamps += [callback(0.026 + n * 0.02, 0.16) for n in range(16)]
+    assert stamps[-1] == pytest.approx(23 * 0.02)  # not settled yet
+    stamps.append(callback(0.026 + 16 * 0.02, 0.16))
+    # Settled on the 25th: it and what was played so far are read back from 26 ms on, block after
+    # block, no gap, no overlap.
+    assert stamps[-1] == pytest.approx(0.026 + 24 * 0.02)
+    assert np.array_equal(history.read(0.026, 25 * block), np.repeat(np.arange(1, 26), block))
+    late = [callback(0.026 + n * 0.02 + 0.015, 0.16) for n in range(17, 60)]
+    assert late[-1] == pytest.approx(0.026 + 67 * 0.02)
+    moved = history.moved_at
+    after_gap = callback(0.026 + 60 * 0.02 + 0.1, 0.16, underflow=True)
+    assert after_gap == pytest.approx(0.026 + 60 * 0.02 + 0.1 + 0.16)
+    assert history.moved_at > moved
 def test_speaker_play_returns_after_the_whole_clip_was_heard(sound_card, speech):
     clip = speech[1]
 

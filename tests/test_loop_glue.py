@@ -1290,6 +1290,17 @@ def test_without_echo_cancelling_the_person_goes_on_only_before_she_is_heard():
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
 
 
+def test_just_after_a_gap_in_her_voice_what_the_microphone_hears_is_not_the_person_going_on():
+    """The speaker ran dry and started a new timeline: for a while what cancelling leaves of her
+    voice can be as loud as a person, so speech over her is taken as hers. She goes on."""
+    rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
+    assert rig.loop.parts.echo is not None
+    rig.loop.parts.echo.history.moved_at = rig.clock.now + 1.0  # the gap, just as she starts
+    state = asyncio.run(go_on_over_her(rig, OVER_HER))
+    assert state == d.SPEAKING and rig.loop.counters.went_on == 0
+    assert rig.model.questions == [PHRASES[FINISHED]]
+
+
 def test_the_wake_word_over_her_in_those_moments_keeps_the_turn_it_cuts():
     rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
 

@@ -27,6 +27,19 @@ def test_a_22050_hz_voice_is_read_at_16_khz():
     assert np.corrcoef(back, expected)[0, 1] > 0.999
 
 
+def test_restamped_blocks_are_read_back_at_their_new_time():
+    history = PlaybackHistory(seconds=60)
+    ones, twos = np.ones(800, np.int16), np.full(800, 2, np.int16)
+    history.write(1.0, ones, 16_000)
+    history.write(10.0, twos[:400], 16_000)
+    history.write(10.025, twos[400:], 16_000)
+    history.restamp(10.0, 0.02)  # the second stream was heard 20 ms later than first stamped
+    assert np.array_equal(history.read(1.0, 800), ones)
+    assert np.array_equal(history.read(10.02, 800), twos) and not history.read(10.0, 320).any()
+    assert history.last_end == pytest.approx(10.07)
+    assert history.moved_at > float("-inf")  # the echo canceller is told its reference moved
+
+
 def test_old_blocks_are_forgotten():
     history = PlaybackHistory(seconds=1.0)
     history.write(0.0, np.ones(1600, np.int16), 16_000)

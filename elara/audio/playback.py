@@ -4,8 +4,8 @@ One callback stream stays open while clips keep coming (silence fills the gaps, 
 of one reply follow each other without reopening the device) and closes after `idle_close_seconds`
 without audio — or, with `keep_open` (echo cancellation on), stays open for good. The callback
 feeds queued clips in order and, when a clip's last sample goes out, reports when the device will
-have played it (the callback's output DAC time), so `play()` returns when the clip was heard, not
-when it was handed over. Opening, closing and aborting streams run in worker threads, never on
+have played it (on the stream's timeline, which the callbacks' output DAC times settle: `_anchor`),
+so `play()` returns when the clip was heard, not when it was handed over. Opening, closing and aborting streams run in worker threads, never on
 the event loop thread.
 """
 
@@ -28,6 +28,8 @@ from elara.audio.streams import close_stream, open_stream, post, resample
 
 log = logging.getLogger(__name__)
 
+#: callbacks over which a timeline's start is settled (≈0.5 s of 20 ms blocks)
+ANCHOR_CALLBACKS = 25
 
 def as_mono_int16(samples: np.ndarray) -> np.ndarray:
     """A clip's samples as a 1-D int16 array: int16 as is, floats in [-1, 1] scaled."""
@@ -71,6 +73,9 @@ class _Output:
         # follows from its place in the stream, free of the callbacks' jitter.
         self.first_heard: float | None = None
         self.handed = 0
+        #: where this timeline's first callbacks put its first sample, until it is settled (`_anchor`)
+        self.starts: list[float] = []
+        self.timeline_from = 0  # samples handed when the timeline last started (open, underflow)
 
 
 class Speaker:
@@ -329,6 +334,7 @@ class Speaker:
             ahead = time_info.outputBufferDacTime - time_info.currentTime
             if not 0.0 <= ahead < 2.0:  # the host API gave no usable timing
                 ahead = out.latency
+            heard = _anchor(out, now + ahead, bool(status.output_underflow), self.history)
             filled = 0
             finished = []
             with out.lock:
@@ -340,13 +346,10 @@ class Speaker:
                     filled += n
                     if job.pos >= len(job.samples):
                         out.jobs.popleft()
-                        finished.append((job, now + ahead + filled / out.stream_rate))
+                        finished.append((job, heard + filled / out.stream_rate))
             outdata[filled:] = 0
-            if out.first_heard is None:
-                out.first_heard = now + ahead
             if filled and self.history is not None:
-                self.history.write(out.first_heard + out.handed / out.stream_rate, outdata[:filled, 0],
-                                   out.stream_rate)
+                self.history.write(heard, outdata[:filled, 0], out.stream_rate)
             out.handed += frames
             for job, end in finished:
                 post(loop, self._on_fed, job, end)
@@ -427,3 +430,27 @@ class Speaker:
                         await self._close_output()
 
         self._idle_task = asyncio.get_running_loop().create_task(close_if_idle())
+
+
+def _anchor(out: _Output, block_heard: float, underflow: bool, history: PlaybackHistory | None) -> float:
+    """When this block's first sample is heard, on the stream's own timeline: its first sample's
+    time plus the samples handed since. The first `ANCHOR_CALLBACKS` callbacks each put that
+    time at their DAC time less what was handed before; it is settled once, at their median
+    (what `history` holds so far is moved with it), and then held: the first callbacks fill
+    the buffer before the sound server starts playing and put it 20–30 ms early (measured on
+    PulseAudio), a late one puts it late, and every later move would slip the echo canceller's
+    reference under it. A gap heard (underflow) delays everything after it: a new timeline
+    starts there."""
+    start = block_heard - out.handed / out.stream_rate
+    if out.first_heard is None or underflow:
+        if underflow and history is not None:
+            history.gap()
+        out.first_heard, out.timeline_from, out.starts = start, out.handed, [start]
+    elif 0 < len(out.starts) < ANCHOR_CALLBACKS:
+        out.starts.append(start)
+        if len(out.starts) == ANCHOR_CALLBACKS:
+            settled = sorted(out.starts)[ANCHOR_CALLBACKS // 2]
+            if history is not None:
+                history.restamp(out.first_heard + out.timeline_from / out.stream_rate, settled - out.first_heard)
+            out.first_heard, out.starts = settled, []
+    return out.first_heard + out.handed / out.stream_rate

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,8 @@ class PlaybackHistory:
         self._lock = threading.Lock()
         #: monotonic time the last written sample ends (0.0 before anything played)
         self.last_end = 0.0
+        #: monotonic time the speaker last moved its timeline (a gap heard, or its start settled)
+        self.moved_at = float("-inf")
 
     def write(self, heard_at: float, samples: np.ndarray, rate: int) -> None:
         """Record a block the device plays from `heard_at` on (called from the audio thread)."""
@@ -50,6 +53,20 @@ class PlaybackHistory:
             self.last_end = max(self.last_end, block.end)
             while self._blocks and self._blocks[0].end < block.end - self.seconds:
                 self._blocks.popleft()
+
+    def restamp(self, since: float, shift: float) -> None:
+        """Move the blocks heard from `since` on by `shift` seconds (the speaker found it had
+        stamped them early or late; called from the audio thread)."""
+        with self._lock:
+            for block in self._blocks:
+                if block.heard_at >= since:
+                    block.heard_at += shift
+            self.last_end = max((b.end for b in self._blocks), default=0.0)
+        self.moved_at = time.monotonic()
+
+    def gap(self) -> None:
+        """A gap was heard (the device ran dry): what follows is on a new timeline."""
+        self.moved_at = time.monotonic()
 
     def playing_between(self, start: float, end: float) -> bool:
         """True when anything was played between these times."""

@@ -49,6 +49,9 @@ TARGET_LAG_SECONDS = (0.02, 0.12)
 REALIGN_SECONDS = 0.002
 #: how far a frame's stamp may stray from where the reference goes on before it is followed
 RESYNC_SECONDS = 0.03
+#: how long after the speaker moved its timeline (a gap heard in her voice) her echo may be
+#: uncancelled: the reference slipped under the filter, and it measures and relearns over seconds
+TIMELINE_SETTLE_SECONDS = 2.0
 #: how far the cleaned microphone must rise above the echo left after cancellation, in dB, for a
 #: wake word heard while she speaks to count as the user's
 BARGE_IN_MARGIN_DB = 6.0
@@ -342,6 +345,11 @@ class EchoFilter:
             self.counters.resyncs += 1
         self._cursor = stamped
         return stamped
+
+    def settled(self, at: float) -> bool:
+        """Has the speaker's timeline held still for `TIMELINE_SETTLE_SECONDS` before `at`? Until
+        then what cancelling leaves of her voice can be as loud as a person."""
+        return at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
 
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""

@@ -496,9 +496,12 @@ class VoiceLoop:
         probability = await asyncio.to_thread(parts.vad.speech_probability, frame)
         is_speech = probability >= parts.vad_threshold
         if is_speech and parts.echo is not None:
-            # Over her voice, speech is what stands above what cancelling leaves of hers.
+            # Over her voice, speech is what stands above what cancelling leaves of hers; just
+            # after a gap in her voice that can be her own (each drop would start her again, and
+            # again, never long enough for the canceller to relearn).
             near, far = parts.echo.recent_levels(1)
-            is_speech = is_speech_over_her(near, far, parts.echo.erle_db, parts.echo.residual_ratio())
+            is_speech = parts.echo.settled(frame.captured_at) and is_speech_over_her(
+                near, far, parts.echo.erle_db, parts.echo.residual_ratio())
         elif is_speech and self.state == d.SPEAKING:
             is_speech = False  # her own voice, uncancelled, is all the microphone may hear
         seen = go_on.watch.feed(frame.captured_at, frame.duration, is_speech)
