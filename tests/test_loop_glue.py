@@ -63,8 +63,11 @@ class FakeWake:
     def __init__(self) -> None:
         self.resets = 0
         self.confirmations = {"asked": 0, "confirmed": 0}
+        self.over_her = False
+        self.heard_over_her: list[bool] = []  # per frame fed
 
     def process(self, frame: AudioFrame) -> WakeDetection | None:
+        self.heard_over_her.append(self.over_her)
         return WakeDetection("hey_jarvis", 0.9, frame.captured_at) if frame.samples[0] == WAKE else None
 
     def reset(self) -> None:
@@ -413,6 +416,9 @@ def test_barge_in_cancels_the_reply_and_starts_listening():
     assert rig.player.stops >= 1
     assert rig.model.questions == [PHRASES[0], PHRASES[2]]
     assert [m.content for m in rig.store.messages if m.role is ChatRole.USER] == [PHRASES[0], PHRASES[2]]
+    # the engine was told which frames came over her voice: the second wake, not the first
+    over_her = rig.wake.heard_over_her
+    assert over_her[0] is False and over_her[-1] is True
 
 
 def test_a_late_transcript_of_a_cancelled_turn_is_dropped():

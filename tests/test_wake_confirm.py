@@ -136,6 +136,16 @@ def test_with_confirm_confident_a_confident_score_is_put_to_the_confirmer_too(he
         assert 2.0 < found[0].at < 2.0 + len(piper_speech("Hey Jarvis.")) / 16_000 + 0.5
 
 
+def test_over_her_a_confident_score_wakes_without_the_check(hey_jarvis_path):
+    detector = WakeWordDetector([hey_jarvis_path], threshold=0.4, confirm_from=0.05, confirm_confident=True)
+    confirmer = Recorder(False)
+    detector.confirm_with(confirmer)
+    detector.over_her = True
+    found = run(detector, CLIP)
+    assert len(found) == 1 and found[0].score >= 0.4
+    assert True not in confirmer.confident  # no confident score was put to the check
+
+
 def test_a_confident_score_nobody_can_check_wakes_and_a_doubtful_one_does_not(transcriber, monkeypatch):
     class Remote:  # a Wyoming engine alone: no token scores for the phrase check
         def transcribe(self, samples: np.ndarray) -> Transcript:

@@ -67,6 +67,8 @@ class WakeWord(Protocol):
 
     #: Doubtful wakes handed to the Whisper check ("asked") and those it confirmed ("confirmed").
     confirmations: dict[str, int]
+    #: True while she speaks (the loop sets it): the engine may then wake sooner, unchecked.
+    over_her: bool
 
     def process(self, frame: AudioFrame) -> WakeDetection | None:
         """A detection, or None."""
@@ -410,6 +412,7 @@ class VoiceLoop:
         echo = self.parts.echo
         if self.state == d.IDLE and echo is None and frame.captured_at < self._speaking_until:
             return  # Elara's own voice (and its echo) must never wake her
+        self.parts.wake.over_her = self.state != d.IDLE
         detection = await asyncio.to_thread(self.parts.wake.process, frame)
         if detection is None:
             return

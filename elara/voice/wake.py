@@ -187,6 +187,10 @@ class WakeWordDetector:
         self.confirm_from = float(confirm_from)
         #: Whether scores at or above the threshold are put to the confirmer too.
         self.confirm_confident = bool(confirm_confident)
+        #: Set while she speaks (by the voice loop): a confident score then wakes at once. The
+        #: loop's barge-in gate stands in for the check there, and the wake word said over her
+        #: must silence her at once, not ≈0.5 s later.
+        self.over_her = False
         self._confirmer: Confirmer | None = None
         self._history: collections.deque[np.ndarray] = collections.deque(
             maxlen=round(CONFIRM_BEFORE_SECONDS / FRAME_SECONDS) + CONFIRM_AFTER_FRAMES)
@@ -272,7 +276,7 @@ class WakeWordDetector:
                 else:
                     self._run[name] = 0
             checking = self._confirmer is not None and self.confirm_from > 0
-            if best is not None and not (checking and self.confirm_confident):
+            if best is not None and not (checking and self.confirm_confident and not self.over_her):
                 detection = WakeDetection(name=best[1], score=best[0], at=frame.captured_at)
             elif checking:
                 detection = self._checked(scores, frame.captured_at, best)
