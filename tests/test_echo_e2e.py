@@ -91,16 +91,25 @@ def silent_after(echo, start, window=320, rms=150.0):
     return (loud[-1] + 1) * window / 16_000 if loud else 0.0
 
 
+def voiced_start(samples, threshold=300):
+    """Index of the first sample louder than `threshold`."""
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
+    return int(loud[0]) if len(loud) else 0
+
+
 def reaction(recording, played, said_end):
     """Seconds from the end of what was said (`said_end`, an index into `played`, which is silent
-    from there on) until the microphone no longer hears her."""
-    offset, score = best_offset(recording, played)
+    from there on) until the microphone no longer hears her. The clip is found by its words alone:
+    over its silences the microphone hears only her."""
+    said_start = voiced_start(played)
+    offset, score = best_offset(recording, played[said_start:said_end])
     assert score > 0.25, f"the clip is not in the recording (score {score:.2f})"
-    return silent_after(recording[:offset + len(played)], offset + said_end)
+    start = offset - said_start
+    return silent_after(recording[:start + len(played)], start + said_end)
 
 
-@pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "continued", "Listening__FollowUpSeconds": "3"}],
-                         indirect=True)
+@pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "continued", "Listening__FollowUpSeconds": "3",
+                                          "Logging__Level": "DEBUG"}], indirect=True)
 def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server, tmp_path):
     daemon, env = echo_daemon
     questions = ["Tell me something.", "And then?", "Tell me more.", "What else?", "Go on.",
@@ -141,7 +150,7 @@ def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, 
     daemon.wait_for(r"speexdsp has learnt the room", timeout=30)
     time.sleep(1.0)
     stop = voice_clips.concat(voice_clips.silence(0.3), voice_clips.espeak_speech("Stop.", voice="en-gb"))
-    room = sound_card.record_speaker(source=sound_card.mic_monitor)
+    room = sound_card.record_speaker(tmp_path / "heard-stop.wav", source=sound_card.mic_monitor)
     sound_card.play_into_mic(clip(tmp_path, "stop", stop, voice_clips.silence(1.5)))
     daemon.wait_for(r'heard "stop" while speaking', timeout=10)
     # The recording is stopped once she is idle again, not at the log line: parecord may still
@@ -155,7 +164,7 @@ def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, 
     time.sleep(3.5)
     wake = voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
                               voice_clips.silence(0.8))
-    room = sound_card.record_speaker(source=sound_card.mic_monitor)
+    room = sound_card.record_speaker(tmp_path / "heard-wake.wav", source=sound_card.mic_monitor)
     sound_card.play_into_mic(clip(tmp_path, "wake", wake))
     sound_card.play_into_mic(clip(tmp_path, "germany", voice_clips.piper_speech("What is the capital of Germany?"),
                                   voice_clips.silence(1.5)))
