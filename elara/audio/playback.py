@@ -5,8 +5,8 @@ of one reply follow each other without reopening the device) and closes after `i
 without audio — or, with `keep_open` (echo cancellation on), stays open for good. The callback
 feeds queued clips in order and, when a clip's last sample goes out, reports when the device will
 have played it (on the stream's timeline, which the callbacks' output DAC times settle: `_anchor`),
-so `play()` returns when the clip was heard, not when it was handed over. Opening, closing and aborting streams run in worker threads, never on
-the event loop thread.
+so `play()` returns when the clip was heard, not when it was handed over. Opening, closing and
+aborting streams run in worker threads, never on the event loop thread.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 #: callbacks over which a timeline's start is settled (≈0.5 s of 20 ms blocks)
 ANCHOR_CALLBACKS = 25
+
 
 def as_mono_int16(samples: np.ndarray) -> np.ndarray:
     """A clip's samples as a 1-D int16 array: int16 as is, floats in [-1, 1] scaled."""
