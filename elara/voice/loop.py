@@ -65,7 +65,7 @@ WAKE_PHRASE_ONLY = "only the wake word"
 class WakeWord(Protocol):
     """Scores frames for the wake word."""
 
-    #: Doubtful wakes handed to the Whisper check ("asked") and those it confirmed ("confirmed").
+    #: Wakes handed to the Whisper check ("asked") and those it confirmed ("confirmed").
     confirmations: dict[str, int]
     #: True while she speaks (the loop sets it): the engine may then wake sooner, unchecked.
     over_her: bool

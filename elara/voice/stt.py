@@ -121,7 +121,7 @@ class Transcriber:
     def transcribe(self, samples: np.ndarray) -> Transcript:
         """Transcribe 16 kHz mono audio (int16, or float in -1..1), cleaned first when set up to."""
         started = time.perf_counter()
-        audio = _as_float(samples if self.clean is None else self.clean(samples))
+        audio = self._heard(samples)
         seconds = len(audio) / SAMPLE_RATE
         if seconds <= self.window_seconds:
             parts = [self._decode(audio, self.window_seconds)]
@@ -155,6 +155,10 @@ class Transcriber:
         other = copy.copy(self)
         other.clean = clean
         return other
+
+    def _heard(self, samples: np.ndarray) -> np.ndarray:
+        """The audio Whisper reads: float in -1..1, through `clean` when set."""
+        return _as_float(samples if self.clean is None else self.clean(samples))
 
     # -----------------------------------------------------------------------------------------
 
@@ -230,8 +234,7 @@ class Transcriber:
         unprompted. Blocks like `transcribe`, and cleans the audio as it does; of a long recording,
         the last 30 s are checked."""
         started = time.perf_counter()
-        audio = _as_float(samples if self.clean is None else self.clean(samples))
-        audio = audio[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
+        audio = self._heard(samples)[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
         window = self.window_seconds if len(audio) <= self.window_seconds * SAMPLE_RATE else FULL_WINDOW_SECONDS
         heard, prompted, odds, looped = self._check_window(audio, window, phrase)
         if looped and window < FULL_WINDOW_SECONDS:  # as `transcribe` does
