@@ -579,6 +579,8 @@ class EmbeddedLanguageModel:
         loaded = self.loaded
         with loaded.run_lock:
             if stop.is_set():
+                # Its consumer gave up before the model was free: it never starts.
+                loaded.last_tokens, loaded.last_finish = 0, "stopped"
                 put("end", None)
                 return
             if loaded.closed:

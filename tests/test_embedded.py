@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import threading
 
 import pytest
 
@@ -159,6 +160,33 @@ def test_a_model_that_sends_nothing_in_time_is_a_timeout(embedded_model):
         asyncio.run(collect(model, COUNT))
     assert info.value.code == "timeout" and "LanguageModel.TimeoutSeconds" in info.value.message
     assert model.loaded.last_finish == "stopped" and model.status()["generating"] is False
+
+
+def test_a_request_given_up_before_the_model_is_free_never_starts(embedded_model):
+    # The model's thread is busy until the consumer has timed out; then the request must not run
+    # (and must not leave the previous request's ending as its own).
+    model = embedded_model.reconfigured(options={"num_predict": 1000}, timeout_seconds=0.05)
+    asyncio.run(collect(embedded_model, FRANCE))
+    assert model.loaded.last_finish == "stop"
+    release = threading.Event()
+    busy = model.loaded.executor.submit(release.wait, 30)
+    try:
+        with pytest.raises(LanguageModelError) as info:
+            asyncio.run(collect_then_release(model, COUNT, release))
+    finally:
+        release.set()
+        busy.result()
+    assert info.value.code == "timeout"
+    assert model.loaded.last_finish == "stopped" and model.loaded.last_tokens == 0
+    assert model.status()["generating"] is False
+
+
+async def collect_then_release(model, request, release):
+    """Collect `request`, letting the model's thread go only once the wait has timed out."""
+    try:
+        return await collect(model, request)
+    finally:
+        release.set()
 
 
 def test_a_memory_job_waits_while_a_turn_is_generating(embedded_model):
