@@ -1149,6 +1149,70 @@ def test_stop_over_her_is_read_by_the_stop_reader_when_there_is_one():
     assert rig.loop.parts.transcriber.calls == question_calls + 1  # the question alone, before her reply
 
 
+def test_the_wake_phrase_over_her_read_by_the_stop_reader_wakes_her_at_once():
+    """She is silent while the words over her are read; read as the wake phrase alone ("Hey,
+    Jervis."), they start the turn then, not when the wake word's own check is done."""
+    rig = stop_rig()
+    state = asyncio.run(speak_over_her(rig, WAKE_PHRASE_ONLY, loudness=OVER_HER))
+    counters = rig.loop.status()["counters"]
+    assert state == d.LISTENING
+    assert counters["wakes"] == 2 and counters["barge_ins"] == 1 and counters["stops"] == 0
+    assert len(rig.player.played) == 1  # the rest of her reply was never heard
+
+
+@pytest.mark.parametrize("reply, loudness, barge_in", [
+    ("Jarvis is my name. It is lovely.", OVER_HER, True),  # she just said it herself
+    ("Paris is the capital. It is lovely.", 0, True),  # no louder than what is left of her
+    ("Paris is the capital. It is lovely.", OVER_HER, False),  # the wake word never cuts her
+])
+def test_the_wake_phrase_over_her_wakes_only_where_the_wake_word_would(reply, loudness, barge_in):
+    rig = stop_rig(reply)
+    rig.loop.parts = replace(rig.loop.parts, dialogue=d.Dialogue("continued", 2.0, barge_in=barge_in))
+    state = asyncio.run(speak_over_her(rig, WAKE_PHRASE_ONLY, loudness=loudness))
+    assert state == d.SPEAKING and rig.loop.counters.wakes == 1 and rig.loop.counters.barge_ins == 0
+
+
+def test_a_wake_the_model_finds_after_the_stop_reader_woke_her_is_not_a_second_turn():
+    rig = stop_rig()
+    scoring, woken = threading.Event(), threading.Event()
+    fired: list[bool] = []
+
+    def process(frame: AudioFrame) -> WakeDetection | None:
+        if frame.samples[0] != SILENCE or fired:
+            return None
+        fired.append(True)
+        scoring.set()
+        woken.wait(5)  # the model's own check of the phrase is still running
+        return WakeDetection("hey_jarvis", 0.5, frame.captured_at)
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        rig.wake.process = process  # type: ignore[method-assign]
+        rig.transcriber.hold = threading.Event()  # the stop reader waits
+        for _ in range(5):
+            await rig.loop.on_frame(phrase_frame(rig, WAKE_PHRASE_ONLY, OVER_HER))
+        fired.append(True)  # the first silent frame starts the stop reader; the next one, the check
+        await rig.loop.on_frame(rig.frame(SILENCE))
+        fired.clear()
+        next_frame = asyncio.ensure_future(rig.loop.on_frame(rig.frame(SILENCE)))
+        await asyncio.to_thread(scoring.wait, 5)
+        rig.transcriber.hold.set()  # the reader hears "Hey, Jervis." first
+        await until(rig, d.LISTENING)
+        resets = rig.wake.resets
+        woken.set()
+        await next_frame
+        rig.player.hold.set()
+        rig.player.hold = None
+        return resets
+
+    resets = asyncio.run(scenario())
+    assert rig.loop.counters.wakes == 2 and rig.loop.counters.barge_ins == 1
+    assert rig.loop.state == d.LISTENING
+    assert rig.wake.resets == resets + 1  # its half-done check is forgotten
+
+
 def test_stop_between_two_rings_ends_the_ringing_without_the_wake_word():
     rig, announcer, events = announcing_rig(mode="wake_word")
     rig.loop.parts = replace(rig.loop.parts, stop_words=True)  # no echo cancellation: between rings

@@ -53,6 +53,7 @@ from elara.voice.turn import (
     is_wake_phrase_only,
     pause_limit_ms,
     read_again_wanted,
+    said_wake_phrase,
 )
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection, names_wake_word
@@ -416,6 +417,10 @@ class VoiceLoop:
         detection = await asyncio.to_thread(self.parts.wake.process, frame)
         if detection is None:
             return
+        if self.state not in (d.IDLE, d.SPEAKING, d.ANNOUNCING):
+            # Woken while the model scored this frame: the "stop" reader heard the phrase over her.
+            self.parts.wake.reset()
+            return
         if self.state != d.IDLE and echo is not None:
             # Over her own voice: the user's only if louder than what cancelling can leave of hers,
             # and never just after she said the wake word's name herself.
@@ -429,13 +434,17 @@ class VoiceLoop:
                          else f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB")
                 self.parts.wake.reset()
                 return
+        log.info("wake word %s (score %.2f)", detection.name, detection.score)
+        self._woken(detection.at)
+
+    def _woken(self, at: float) -> None:
+        """A wake word, heard at `at`, that counts: start listening (over her reply, a barge-in)."""
         if self.state != d.IDLE:
             self.counters.barge_ins += 1
             self._close_go_on()  # a new turn over the reply: the one it answers stays stored
         self.counters.wakes += 1
-        log.info("wake word %s (score %.2f)", detection.name, detection.score)
-        self._turn = _Turn(wake=frame.captured_at)
-        self._handle(d.WakeDetected(at=frame.captured_at))
+        self._turn = _Turn(wake=at)
+        self._handle(d.WakeDetected(at=at))
 
     async def _feed_segmenter(self, frame: AudioFrame) -> None:
         parts = self.parts
@@ -595,6 +604,7 @@ class VoiceLoop:
         # The words, with a little before them (Whisper needs the onset) and the silent frame.
         first = max(0, int(candidate.start / FRAME_SECONDS) - _SPOT_LEAD_FRAMES)
         last = self._spot_fed
+        at = self._spot_frames[-1].captured_at
         skipped = self._spot_fed - len(self._spot_frames)
         frames = list(self._spot_frames)[max(0, first - skipped):last - skipped]
         samples = np.concatenate([f.samples for f in frames])
@@ -608,45 +618,66 @@ class VoiceLoop:
         if pause:
             parts.speech.pause()
         self._stop_check = asyncio.create_task(
-            self._check_stop(samples, near, far, her_words, epoch, parts, pause), name="stop-check")
+            self._check_stop(samples, near, far, her_words, epoch, parts, pause, at), name="stop-check")
 
     async def _check_stop(self, samples: np.ndarray, near: float, far: float, her_words: str,
-                          epoch: int, parts: VoiceParts, paused: bool) -> None:
-        stopped = False
+                          epoch: int, parts: VoiceParts, paused: bool, at: float) -> None:
+        heard: str | None = None
         try:
-            stopped = await self._heard_stop_in(samples, near, far, her_words, epoch, parts)
+            heard = await self._read_over_her(samples, near, far, her_words, epoch, parts)
         finally:
-            if paused and not stopped:
+            if paused and heard is None:
                 parts.speech.resume()
-        if stopped:
+        if heard == _STOP:
             self._stop_heard()
+            return
+        if heard is not None:
+            # The wake phrase alone, read as it came: she is silent already, so listen now
+            # rather than let her go on until the wake word's own check is done.
+            log.info("wake word %s heard over her by the \"stop\" reader", heard)
+            self._woken(at)
             return
         waiting, self._stop_next = self._stop_next, None
         if waiting is not None and waiting[1] == self._spot_epoch:
             self._check_stop_soon(waiting[0])
 
-    async def _heard_stop_in(self, samples: np.ndarray, near: float, far: float, her_words: str,
-                             epoch: int, parts: VoiceParts) -> bool:
-        """Whether the words over her voice tell her to stop (still, when the check is done)."""
+    async def _read_over_her(self, samples: np.ndarray, near: float, far: float, her_words: str,
+                             epoch: int, parts: VoiceParts) -> str | None:
+        """What the words over her voice ask, still when the check is done: `_STOP`, the name of
+        the wake word said alone (while she speaks, with barge-in on), or None."""
         try:
             transcript = await asyncio.to_thread((parts.stop_reader or parts.transcriber).transcribe, samples)
         except Exception as exc:  # a failed check must not end anything: she goes on
             log.warning("could not check for \"stop\": %s", exc)
-            return False
+            return None
         if epoch != self._spot_epoch:
-            return False  # she fell silent, or a turn began, while Whisper worked
+            return None  # she fell silent, or a turn began, while Whisper worked
         log.debug("heard over her voice: %r (no speech %.2f)", transcript.text, transcript.no_speech_prob)
         if parts.phantom_reason(transcript) is not None:
-            return False
+            return None
         text = strip_wake_phrase(transcript.text, parts.wake_phrases)
         ringing = self.announcer is not None and bool(self.announcer.ringing)
-        if not heard_stop(text, her_words, ringing=ringing):
-            return False
+        if heard_stop(text, her_words, ringing=ringing):
+            heard = _STOP
+        else:
+            phrase = said_wake_phrase(transcript.text, parts.wake_phrases)
+            if (phrase is None or not parts.dialogue.barge_in
+                    or self.state not in (d.SPEAKING, d.ANNOUNCING)):
+                return None
+            heard = phrase.replace(" ", "_")
+            if names_wake_word(her_words, heard, similarity=_HER_WAKE_SIMILARITY):
+                self.counters.self_wakes_suppressed += 1
+                log.info("ignored a wake word over her: she just said it")
+                return None
         if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
-            self.counters.self_stops_suppressed += 1
-            log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)", near, far)
-            return False
-        return True
+            if heard == _STOP:
+                self.counters.self_stops_suppressed += 1
+            else:
+                self.counters.self_wakes_suppressed += 1
+            log.info("ignored %s: her own voice could explain it (%.0f vs %.0f RMS)",
+                     "a \"stop\"" if heard == _STOP else "a wake word over her", near, far)
+            return None
+        return heard
 
     def _stop_heard(self) -> None:
         """The person said "stop": silence the reply or the ringing, start no turn, ask nothing."""
@@ -1035,6 +1066,8 @@ _WAKE_WINDOW_FRAMES = 12
 _SPOT_FRAMES = 40
 #: frames before a candidate's first speech given to Whisper with it
 _SPOT_LEAD_FRAMES = 3
+#: what `_read_over_her` returns for "stop" (a wake word's name has no spaces)
+_STOP = "stop said"
 #: how far back her own words count as what a "stop" or a wake heard could be an echo of
 _HER_WORDS_SECONDS = 3.0
 #: how alike a word she said must be to the wake word's name to explain a wake ("Jervis" is,

@@ -112,6 +112,18 @@ def is_wake_phrase_only(text: str, wake_phrases: Iterable[str]) -> bool:
     return False
 
 
+def said_wake_phrase(text: str, wake_phrases: Iterable[str]) -> str | None:
+    """The wake phrase `text` is, whole and alone ("Hey, Jervis." is "hey jarvis"), or None.
+    Unlike `is_wake_phrase_only`, its tail alone ("Jarvis") is not enough."""
+    words = _words(text)
+    for phrase in wake_phrases:
+        target = _words(phrase)
+        if (words and len(words) == len(target) and difflib.SequenceMatcher(
+                None, " ".join(words), " ".join(target)).ratio() >= _WAKE_SIMILARITY):
+            return phrase
+    return None
+
+
 def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> Ending:
     """What the end of a speculative transcript says: finished, unfinished or unknown.
 
