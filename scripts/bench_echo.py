@@ -332,7 +332,7 @@ def live(args: argparse.Namespace) -> None:
                 voice = VOICES[(trial // 2) % len(VOICES)]
                 text = "Hey Jarvis." if kind == "wake word" else STOPS[(trial // 2) % len(STOPS)]
                 said = voice_clips.concat(voice_clips.silence(0.3), speech(voice, text), voice_clips.silence(1.2))
-                pattern = r"wake word hey_jarvis \(score" if kind == "wake word" else r'heard "stop"'
+                pattern = r"wake word hey_jarvis \(" if kind == "wake word" else r'heard "stop"'
                 before = daemon.count(pattern) - (1 if kind == "wake word" else 0)  # the question's own
                 room = card.record_speaker(source=card.mic_monitor)
                 card.play_into_mic(voice_clips.write_wav(tmp / "s.wav", said))
@@ -376,7 +376,7 @@ def self_talk(daemon, card, server, question: Path, minutes: float) -> None:
     """Her long replies heard back for `minutes`: what she took for the user."""
     began = time.monotonic()
     turns_before = len(server.turns())
-    wakes_before = daemon.count(r"wake word hey_jarvis \(score")
+    wakes_before = daemon.count(r"wake word hey_jarvis \(")
     stops_before = daemon.count(r'heard "stop"')
     went_on_before = daemon.count("the person went on")
     asked = 0
@@ -388,7 +388,7 @@ def self_talk(daemon, card, server, question: Path, minutes: float) -> None:
         started = time.monotonic()
         daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=600)
         spoken += time.monotonic() - started
-    wakes = daemon.count(r"wake word hey_jarvis \(score") - wakes_before - asked
+    wakes = daemon.count(r"wake word hey_jarvis \(") - wakes_before - asked
     stops = daemon.count(r'heard "stop"') - stops_before
     extra = len(server.turns()) - turns_before - asked
     print(f"self-talk: {spoken / 60:.1f} min of her voice heard back over {asked} replies: "

@@ -65,7 +65,7 @@ def test_a_spoken_conversation(daemon, sound_card, ollama_server, tmp_path, tran
     recording = sound_card.record_speaker().wait_started()
 
     sound_card.play_into_mic(question)
-    daemon.wait_for(r"wake word hey_jarvis \(score")
+    daemon.wait_for(r"wake word hey_jarvis \(")
     daemon.wait_for(r"turn timings", timeout=60)
     first = chats(ollama_server)
     assert len(first) == 1
@@ -88,7 +88,7 @@ def test_a_spoken_conversation(daemon, sound_card, ollama_server, tmp_path, tran
                       silence(2.0))
     sound_card.play_into_mic(stray)
     assert len(chats(ollama_server)) == 2
-    assert daemon.count(r"wake word hey_jarvis \(score") == 1, daemon.log()
+    assert daemon.count(r"wake word hey_jarvis \(") == 1, daemon.log()
 
     # Both replies came out of the speaker. Checked on phrases, not on "Paris": Piper's voice is
     # randomized and tiny.en hears its "Paris" as "Caris" about one time in fifteen.

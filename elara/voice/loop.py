@@ -434,11 +434,11 @@ class VoiceLoop:
                          else f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB")
                 self.parts.wake.reset()
                 return
-        log.info("wake word %s (score %.2f)", detection.name, detection.score)
-        self._woken(detection.at)
+        self._woken(detection.name, detection.at, f"score {detection.score:.2f}")
 
-    def _woken(self, at: float) -> None:
-        """A wake word, heard at `at`, that counts: start listening (over her reply, a barge-in)."""
+    def _woken(self, name: str, at: float, how: str) -> None:
+        """Wake word `name`, heard at `at`, counts: start listening (over her reply, a barge-in)."""
+        log.info("wake word %s (%s)", name, how)
         if self.state != d.IDLE:
             self.counters.barge_ins += 1
             self._close_go_on()  # a new turn over the reply: the one it answers stays stored
@@ -634,8 +634,7 @@ class VoiceLoop:
         if heard is not None:
             # The wake phrase alone, read as it came: she is silent already, so listen now
             # rather than let her go on until the wake word's own check is done.
-            log.info("wake word %s heard over her by the \"stop\" reader", heard)
-            self._woken(at)
+            self._woken(heard, at, "read alone over her by the \"stop\" reader")
             return
         waiting, self._stop_next = self._stop_next, None
         if waiting is not None and waiting[1] == self._spot_epoch:
