@@ -65,13 +65,18 @@ class FakeWake:
         self.confirmations = {"asked": 0, "confirmed": 0}
         self.over_her = False
         self.heard_over_her: list[bool] = []  # per frame fed
+        self.fresh: list[bool] = []  # per frame fed: whether it was reset just before
+        self._fresh = True
 
     def process(self, frame: AudioFrame) -> WakeDetection | None:
         self.heard_over_her.append(self.over_her)
+        self.fresh.append(self._fresh)
+        self._fresh = False
         return WakeDetection("hey_jarvis", 0.9, frame.captured_at) if frame.samples[0] == WAKE else None
 
     def reset(self) -> None:
         self.resets += 1
+        self._fresh = True
 
 
 class FakeVad:
@@ -1158,6 +1163,27 @@ def test_the_wake_phrase_over_her_read_by_the_stop_reader_wakes_her_at_once():
     assert state == d.LISTENING
     assert counters["wakes"] == 2 and counters["barge_ins"] == 1 and counters["stops"] == 0
     assert len(rig.player.played) == 1  # the rest of her reply was never heard
+
+
+def test_after_a_wake_over_her_the_wake_word_engine_starts_afresh():
+    """The phrase the "stop" reader heard is still in the wake word engine's window: the next
+    time it scores (over her next reply), it must not wake her with it again."""
+    rig = stop_rig()
+
+    async def scenario():
+        assert await speak_over_her(rig, WAKE_PHRASE_ONLY, loudness=OVER_HER) == d.LISTENING
+        fed = len(rig.wake.fresh)
+        rig.player.hold = asyncio.Event()
+        await run_loop(rig, say(1) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        await rig.loop.on_frame(rig.frame(SILENCE))
+        rig.player.hold.set()
+        rig.player.hold = None
+        await settle(rig)
+        return fed
+
+    fed = asyncio.run(scenario())
+    assert len(rig.wake.fresh) > fed and rig.wake.fresh[fed] is True
 
 
 @pytest.mark.parametrize("reply, loudness, barge_in", [

@@ -234,6 +234,9 @@ class VoiceLoop:
         self._swap: _Swap | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._rearming = False
+        # Set by a wake: the wake word's engine forgets what it heard before the next frame it
+        # scores (here, not at the wake: it may be scoring a frame in its thread right then).
+        self._wake_heard = False
         # "stop" without the wake word: short utterances over her voice, checked one at a time
         self._spotter = StopSpotter()
         self._spotting = False
@@ -413,6 +416,9 @@ class VoiceLoop:
         echo = self.parts.echo
         if self.state == d.IDLE and echo is None and frame.captured_at < self._speaking_until:
             return  # Elara's own voice (and its echo) must never wake her
+        if self._wake_heard:
+            self._wake_heard = False
+            self.parts.wake.reset()  # else the phrase, still in its window, would wake her again
         self.parts.wake.over_her = self.state != d.IDLE
         detection = await asyncio.to_thread(self.parts.wake.process, frame)
         if detection is None:
@@ -439,6 +445,7 @@ class VoiceLoop:
     def _woken(self, name: str, at: float, how: str) -> None:
         """Wake word `name`, heard at `at`, counts: start listening (over her reply, a barge-in)."""
         log.info("wake word %s (%s)", name, how)
+        self._wake_heard = True
         if self.state != d.IDLE:
             self.counters.barge_ins += 1
             self._close_go_on()  # a new turn over the reply: the one it answers stays stored
