@@ -9,6 +9,7 @@ from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
 from elara.audio.reference import PlaybackHistory
 from elara.voice.echo import (
     CANCELLERS,
+    RESIDUAL_MIN_FRAMES,
     EchoFilter,
     LearningCanceller,
     SpeexCanceller,
@@ -130,6 +131,33 @@ def test_a_jittery_microphone_and_a_reopened_speaker_keep_the_echo_where_the_fil
     # 60 ms, and 15 ms off; the reference runs on from the first frame's stamp, whose ±8 ms of
     # jitter the delay measured behind the stamps carries
     assert echo.delay_ms is not None and abs(echo.delay_ms - 75) <= 8 + 3
+
+
+def test_after_a_realignment_what_is_left_of_her_voice_is_measured_again(far):
+    """The echo path moved (here, a reopened stream's stamps 15 ms off): the filter relearns it,
+    and until what cancelling leaves of her voice is measured anew, nothing over her voice may be
+    taken for the person (a CI run took her first words after such a shift for the person going on)."""
+    gap = np.zeros(SAMPLE_RATE, dtype=np.int16)
+    played = np.concatenate([far, gap, far])
+    mic = room(played, 60, 0.5)
+    history = PlaybackHistory(seconds=60)
+    second = len(far) + len(gap)
+    for i in range(0, len(played), 320):
+        off = -0.015 if i >= second else 0.0
+        history.write(100.0 + i / SAMPLE_RATE + off, played[i:i + 320], SAMPLE_RATE)
+    echo = EchoFilter(SpeexCanceller(), history)
+    seen = []  # per frame: realignments so far, settled, residual measured
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
+        echo.clean(AudioFrame(mic[i:i + FRAME_SAMPLES].astype(np.int16), stamp))
+        seen.append((echo.counters.realigned, echo.settled(stamp), echo.residual_ratio() is not None))
+    assert seen[len(far) // FRAME_SAMPLES - 1][1:] == (True, True)  # the first reply: learnt
+    moved = next(n for n, (realigned, _, _) in enumerate(seen) if realigned)
+    assert seen[moved][1:] == (False, False)
+    back = next(n for n in range(moved, len(seen)) if seen[n][1])
+    # settled again once her voice was heard long enough to measure (a frame of hers at most 80 ms)
+    assert seen[back][2] and back - moved >= RESIDUAL_MIN_FRAMES - 1
+    assert all(settled for _, settled, _ in seen[back:])
 
 
 class Scaled:

@@ -298,6 +298,9 @@ class EchoFilter:
         self._levels: collections.deque[tuple[float, float]] = collections.deque(maxlen=25)
         #: cleaned level / far-end level of recent frames she spoke in, for `residual_ratio`
         self._residuals: collections.deque[float] = collections.deque(maxlen=RESIDUAL_FRAMES)
+        # Set when the reference is realigned (the echo path moved): what cancelling left of her
+        # voice before no longer holds, and until it is measured again it may be as loud as a person.
+        self._remeasuring = False
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
         self._target: float | None = None  # the delay behind its reference the filter learns at
@@ -320,6 +323,7 @@ class EchoFilter:
         self._levels.append((out_rms, far_rms))
         if far_rms >= FAR_ACTIVE_RMS:
             self._residuals.append(out_rms / far_rms)
+            self._remeasuring = self._remeasuring and len(self._residuals) < RESIDUAL_MIN_FRAMES
             if near_rms > 0:
                 erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
                 self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
@@ -347,9 +351,10 @@ class EchoFilter:
         return stamped
 
     def settled(self, at: float) -> bool:
-        """Has the speaker's timeline held still for `TIMELINE_SETTLE_SECONDS` before `at`? Until
-        then what cancelling leaves of her voice can be as loud as a person."""
-        return at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
+        """Has her echo path held still: the speaker's timeline for `TIMELINE_SETTLE_SECONDS`
+        before `at`, and since the reference was last realigned, long enough to measure again what
+        cancelling leaves of her voice? Until then that can be as loud as a person."""
+        return not self._remeasuring and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
 
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
@@ -369,6 +374,7 @@ class EchoFilter:
     def reset(self) -> None:
         """Start over (a new microphone or speaker)."""
         self._residuals.clear()
+        self._remeasuring = False
         with self._lock:
             self.canceller.reset()
         self.erle_db, self.delay_ms = 0.0, None
@@ -411,6 +417,8 @@ class EchoFilter:
             log.debug("echo reference shifted by %.1f ms", (shift - self._shift) * 1000)
             self._shift = shift
             self.counters.realigned += 1
+            self._residuals.clear()
+            self._remeasuring = True
 
 
 def _rms(samples: np.ndarray) -> float:
