@@ -428,19 +428,26 @@ class VoiceLoop:
             self.parts.wake.reset()
             return
         if self.state != d.IDLE and echo is not None:
-            # Over her own voice: the user's only if louder than what cancelling can leave of hers,
-            # and never just after she said the wake word's name herself.
             near, far = echo.recent_levels(_WAKE_WINDOW_FRAMES)
-            said = names_wake_word(self.parts.speech.recent_text(_HER_WORDS_SECONDS), detection.name,
-                                   similarity=_HER_WAKE_SIMILARITY)
-            if said or not is_barge_in(near, far, echo.erle_db):
-                self.counters.self_wakes_suppressed += 1
-                log.info("ignored a wake word while speaking: her own voice could explain it (%s)",
-                         "she just said it" if said
-                         else f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB")
+            if self._hers(detection.name, near, far, self.parts.speech.recent_text(_HER_WORDS_SECONDS)):
                 self.parts.wake.reset()
                 return
         self._woken(detection.name, detection.at, f"score {detection.score:.2f}")
+
+    def _hers(self, name: str, near: float, far: float, her_words: str) -> bool:
+        """Could her own voice explain wake word `name` heard over her (counted and logged if so)?
+        It is the user's only if louder than what cancelling can leave of hers, and never just
+        after she said the wake word's name herself."""
+        echo = self.parts.echo
+        if names_wake_word(her_words, name, similarity=_HER_WAKE_SIMILARITY):
+            why = "she just said it"
+        elif echo is not None and not is_barge_in(near, far, echo.erle_db):
+            why = f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB"
+        else:
+            return False
+        self.counters.self_wakes_suppressed += 1
+        log.info("ignored a wake word while speaking: her own voice could explain it (%s)", why)
+        return True
 
     def _woken(self, name: str, at: float, how: str) -> None:
         """Wake word `name`, heard at `at`, counts: start listening (over her reply, a barge-in)."""
@@ -664,26 +671,16 @@ class VoiceLoop:
         text = strip_wake_phrase(transcript.text, parts.wake_phrases)
         ringing = self.announcer is not None and bool(self.announcer.ringing)
         if heard_stop(text, her_words, ringing=ringing):
-            heard = _STOP
-        else:
-            phrase = said_wake_phrase(transcript.text, parts.wake_phrases)
-            if (phrase is None or not parts.dialogue.barge_in
-                    or self.state not in (d.SPEAKING, d.ANNOUNCING)):
-                return None
-            heard = phrase.replace(" ", "_")
-            if names_wake_word(her_words, heard, similarity=_HER_WAKE_SIMILARITY):
-                self.counters.self_wakes_suppressed += 1
-                log.info("ignored a wake word over her: she just said it")
-                return None
-        if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
-            if heard == _STOP:
+            if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
                 self.counters.self_stops_suppressed += 1
-            else:
-                self.counters.self_wakes_suppressed += 1
-            log.info("ignored %s: her own voice could explain it (%.0f vs %.0f RMS)",
-                     "a \"stop\"" if heard == _STOP else "a wake word over her", near, far)
+                log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)", near, far)
+                return None
+            return _STOP
+        phrase = said_wake_phrase(transcript.text, parts.wake_phrases)
+        if phrase is None or not parts.dialogue.barge_in or self.state not in (d.SPEAKING, d.ANNOUNCING):
             return None
-        return heard
+        name = phrase.replace(" ", "_")
+        return None if self._hers(name, near, far, her_words) else name
 
     def _stop_heard(self) -> None:
         """The person said "stop": silence the reply or the ringing, start no turn, ask nothing."""
