@@ -104,19 +104,26 @@ def test_the_barge_in_decision(near, far, erle, expected):
     assert is_barge_in(near, far, erle) is expected
 
 
-def test_a_jittery_microphone_and_a_reopened_speaker_keep_the_echo_where_the_filter_learnt_it(far):
-    """Frames stamped by callbacks that jitter by ±8 ms, and a second reply whose output stream
-    opened with stamps 15 ms off (the speaker stays open with echo cancellation on, so this is a
-    reopened device): the canceller still takes her voice out of both."""
-    rng = np.random.default_rng(5)
+def two_replies_reopened(far: np.ndarray) -> tuple[np.ndarray, PlaybackHistory, int]:
+    """`far` played twice with a second of silence between, the second time by a reopened
+    stream whose stamps are 15 ms off: what was played, its history, and where the second starts."""
     gap = np.zeros(SAMPLE_RATE, dtype=np.int16)
     played = np.concatenate([far, gap, far])
-    mic = np.clip(room(played, 60, 0.5) + rng.standard_normal(len(played)) * 30, -32768, 32767)
     history = PlaybackHistory(seconds=60)
     second = len(far) + len(gap)
     for i in range(0, len(played), 320):
         off = -0.015 if i >= second else 0.0  # the reopened stream's stamps say "heard earlier"
         history.write(100.0 + i / SAMPLE_RATE + off, played[i:i + 320], SAMPLE_RATE)
+    return played, history, second
+
+
+def test_a_jittery_microphone_and_a_reopened_speaker_keep_the_echo_where_the_filter_learnt_it(far):
+    """Frames stamped by callbacks that jitter by ±8 ms, and a second reply whose output stream
+    opened with stamps 15 ms off (the speaker stays open with echo cancellation on, so this is a
+    reopened device): the canceller still takes her voice out of both."""
+    rng = np.random.default_rng(5)
+    played, history, second = two_replies_reopened(far)
+    mic = np.clip(room(played, 60, 0.5) + rng.standard_normal(len(played)) * 30, -32768, 32767)
     echo = EchoFilter(SpeexCanceller(), history)
     out = []
     for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
@@ -137,14 +144,8 @@ def test_after_a_realignment_what_is_left_of_her_voice_is_measured_again(far):
     """The echo path moved (here, a reopened stream's stamps 15 ms off): the filter relearns it,
     and until what cancelling leaves of her voice is measured anew, nothing over her voice may be
     taken for the person (a CI run took her first words after such a shift for the person going on)."""
-    gap = np.zeros(SAMPLE_RATE, dtype=np.int16)
-    played = np.concatenate([far, gap, far])
+    played, history, _ = two_replies_reopened(far)
     mic = room(played, 60, 0.5)
-    history = PlaybackHistory(seconds=60)
-    second = len(far) + len(gap)
-    for i in range(0, len(played), 320):
-        off = -0.015 if i >= second else 0.0
-        history.write(100.0 + i / SAMPLE_RATE + off, played[i:i + 320], SAMPLE_RATE)
     echo = EchoFilter(SpeexCanceller(), history)
     seen = []  # per frame: realignments so far, settled, residual measured
     for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
