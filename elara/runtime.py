@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from elara.voice.engines import load_speech_to_text, load_text_to_speech, load_w
 from elara.voice.loop import FrameSource, SpeechToText, VoiceParts
 from elara.voice.remote import FailoverSynthesizer, FailoverTranscriber, parse_engine
 from elara.voice.speech import SpeechSink, Synthesizer
+from elara.voice.stop import StopReader
 from elara.voice.stt import Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.turn import TurnJudge, TurnThresholds
@@ -218,15 +219,17 @@ def voice_parts(settings: Settings, dialogue: Dialogue, *, wake: WakeWordDetecto
         ring_seconds=settings.timers.ring_seconds,
         is_command=(lambda text: intents.match(text) is not None) if settings.intents.enabled else None,
         read_again=read_again(transcriber, settings.speech_to_text.read_again_beam_size),
-        stop_reader=stop_reader(transcriber))
+        stop_reader=stop_reader(transcriber, wake.names))
 
 
-def stop_reader(transcriber: SpeechToText) -> Transcriber | None:
-    """The local Whisper reading "stop" over her voice without noise suppression, which learns her
-    residual echo as the noise and took "stop"s away (`scripts/bench_echo.py`); None: as it is."""
-    if isinstance(transcriber, Transcriber) and transcriber.clean is not None:
-        return transcriber.cleaned_by(None)
-    return None
+def stop_reader(transcriber: SpeechToText, wake_names: Sequence[str]) -> StopReader | None:
+    """What reads "stop" over her voice: the local Whisper told the stop commands and the wake
+    phrases, without noise suppression, which learns her residual echo as the noise and took
+    "stop"s away (`scripts/bench_echo.py`); None: a remote engine, read as it is."""
+    if not isinstance(transcriber, Transcriber):
+        return None
+    whisper = transcriber.cleaned_by(None) if transcriber.clean is not None else transcriber
+    return StopReader(whisper, tuple(spoken_wake_phrase(name) for name in wake_names))
 
 
 def read_again(transcriber: SpeechToText, beam_size: int) -> Transcriber | None:

@@ -52,6 +52,7 @@ from elara.voice.echo import (  # noqa: E402
     webrtc_canceller,
 )
 from elara.voice.stop import StopSpotter, heard_stop  # noqa: E402
+from elara.voice.stt import phantom_reason  # noqa: E402
 
 STORY = ("Once upon a time there was a lighthouse keeper who lived on a small rocky island. Every "
          "evening she climbed the stairs and lit the lamp, and every morning she put it out again. "
@@ -222,7 +223,7 @@ def run(scene: Scene, canceller: Canceller, transcriber, vad, wake) -> Result:
         first = max(0, int(candidate.start / frame.duration) - 3)
         transcript = transcriber.transcribe(np.concatenate(cleaned_frames[first:i + 1]))
         near, far = echo.recent_levels(i + 1 - int(candidate.start / frame.duration))
-        said_stop = (transcriber.phantom_reason(transcript) is None and heard_stop(transcript.text)
+        said_stop = (phantom_reason(transcript) is None and heard_stop(transcript.text)
                      and is_barge_in(near, far, echo.erle_db))
         stops.append(((i + 1) * FRAME_SAMPLES, said_stop))
         if DEBUG:
@@ -268,9 +269,9 @@ def offline(args: argparse.Namespace) -> None:
 
     settings = load_settings(env={})
     whisper = load_transcriber(settings)
-    transcriber = stop_reader(whisper) or whisper  # reads "stop" as the daemon does
     vad = SileroVad()
     wake = load_wake(settings)
+    transcriber = stop_reader(whisper, wake.names) or whisper  # reads "stop" as the daemon does
     wire_wake_check(wake, settings, whisper)  # as the daemon wires it
     print("| room | canceller | ERLE, her echo alone | \"stop\" heard over her (person −6 / 0 / +6 dB vs her echo) "
           "| wake word heard over her | false stops | false wakes | \"stop\" checks over her echo alone "

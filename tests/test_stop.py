@@ -1,8 +1,11 @@
-"""The pure parts of hearing "stop" without the wake word: the spotter and the decision."""
+"""The pure parts of hearing "stop" without the wake word: the spotter, the decision, and the
+reader's choice between Whisper's own reading and a stop command it was told."""
 
+import numpy as np
 import pytest
 
-from elara.voice.stop import StopCandidate, StopSpotter, heard_stop
+from elara.voice.stop import TOLD_STOPS, StopCandidate, StopReader, StopSpotter, heard_stop, told_stop
+from elara.voice.stt import Transcript, Weighing
 
 F = 0.08
 
@@ -62,3 +65,43 @@ def test_which_stretches_are_offered(pattern, spans):
 ])
 def test_heard_stop(text, her_words, ringing, stop):
     assert heard_stop(text, her_words, ringing=ringing) is stop
+
+
+@pytest.mark.parametrize("log_odds, told", [
+    ({"Stop.": -0.9, "Stop it.": -7.3, "Hey Jarvis.": -12.0}, "Stop."),  # "It's top." for "Stop."
+    ({"That's enough.": 1.7, "Stop.": -5.1, "Hey Jarvis.": -9.0}, "That's enough."),  # "That's it, huh?"
+    ({"Stop.": -3.0}, "Stop."),  # at the bound
+    ({"Stop.": -3.1, "Be quiet.": -6.0}, None),  # "Thank you.", "Wow.": far less likely
+    ({"Never mind.": -0.5, "Hey Jarvis.": 0.2}, None),  # a misread wake phrase leans to a stop too
+    ({"Hey Jarvis.": 0.0}, None),
+    ({}, None),  # Whisper's own reading settled it
+])
+def test_the_told_stop_stands_within_its_odds_unless_the_wake_phrase_is_likelier(log_odds, told):
+    assert told_stop(log_odds, ["Hey Jarvis."]) == told
+
+
+class Weigher:
+    """Whisper weighing what it was told, from a script: its own reading, and each phrase's log odds."""
+
+    def __init__(self, own: str, log_odds: dict[str, float]) -> None:
+        self.own, self.log_odds = own, log_odds
+        self.asked: list[tuple[str, ...]] = []
+
+    def weigh(self, samples, phrases, *, settled):
+        self.asked.append(tuple(phrases))
+        odds = {} if settled(self.own) else {p: v for p, v in self.log_odds.items() if p in phrases}
+        return Weighing(Transcript(self.own, 0.24, -0.4, 1.2, 0.1), odds)
+
+
+def test_the_reader_reads_a_misheard_stop_as_the_stop_and_keeps_whispers_verdict():
+    reader = StopReader(Weigher("It's top.", {"Stop.": -0.9, "Hey Jarvis.": -12.0}), ["Hey Jarvis."])
+    heard = reader.transcribe(np.zeros(1600, dtype=np.int16))
+    assert heard == Transcript("Stop.", 0.24, -0.4, 1.2, 0.1)  # how sure it was there was speech, kept
+    assert reader.whisper.asked == [TOLD_STOPS + ("Hey Jarvis.",)]
+
+
+@pytest.mark.parametrize("own", ["Stop.", "Be quiet!", "Hey, Jervis.", "Thank you.", "Really?"])
+def test_the_reader_keeps_whispers_own_reading_when_it_settles_it_or_nothing_told_is_near(own):
+    reader = StopReader(Weigher(own, {"Stop.": -2.0 if own in ("Stop.", "Be quiet!", "Hey, Jervis.") else -11.0,
+                                      "Hey Jarvis.": -12.0}), ["Hey Jarvis."])
+    assert reader.transcribe(np.zeros(1600, dtype=np.int16)).text == own

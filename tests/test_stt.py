@@ -132,9 +132,10 @@ def test_noise_suppression_hears_words_the_hiss_hid(transcriber):
     off = load_whisper(resolve_whisper("tiny.en"), dataclasses.replace(stt, noise_suppression=0))
     assert off.clean is None
     # "stop" over her voice is read as it comes (the same loaded model), and so is all of it when off
-    plain = stop_reader(shipped)
-    assert plain is not None and plain.clean is None and plain._model is shipped._model
-    assert shipped.clean is not None and stop_reader(off) is None
+    plain, as_is = stop_reader(shipped, ["hey_jarvis"]), stop_reader(off, ["hey_jarvis"])
+    assert plain is not None and plain.whisper.clean is None and plain.whisper._model is shipped._model
+    assert shipped.clean is not None and as_is is not None and as_is.whisper is off
+    assert plain.wake_phrases == ("Hey Jarvis.",)
 
 
 def test_audio_longer_than_the_window_and_float_input(transcriber):
@@ -160,6 +161,18 @@ def test_the_phrase_check_scores_both_readings_on_the_audio_alone(transcriber):
     long = concat(*[concat(question, silence(0.5))] * 4, said)
     assert len(long) > 12 * 16_000
     assert transcriber.check_phrase(long, "Hey Jarvis.").heard.lower().endswith("hey jarvis.")
+
+
+def test_weighing_told_phrases_scores_them_against_whispers_own_reading(transcriber):
+    said = utterance(piper_speech("Thank you."))
+    weighing = transcriber.weigh(said, ["Stop.", "Thank you."], settled=lambda text: False)
+    assert weighing.transcript.text == "Thank you." and weighing.transcript.no_speech_prob < 0.5
+    assert weighing.log_odds["Thank you."] == pytest.approx(0.0, abs=0.5)  # its own reading, told
+    assert weighing.log_odds["Stop."] < -6  # nothing like it
+    # A reading that settles it is not weighed; nor is audio longer than the window.
+    assert transcriber.weigh(said, ["Stop."], settled=lambda text: "thank" in text.lower()).log_odds == {}
+    long = concat(*[utterance(piper_speech("Who wrote the novel Pride and Prejudice?"))] * 4)
+    assert transcriber.weigh(long, ["Stop."], settled=lambda text: False).log_odds == {}
 
 
 def test_empty_audio_is_an_empty_or_phantom_transcript(transcriber):

@@ -9,10 +9,21 @@ then, whether the person told her to stop. Both are pure: no audio, no clock, no
 
 from __future__ import annotations
 
+import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
 
 from elara import intents
+from elara.voice.turn import said_wake_phrase
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from elara.voice.stt import Transcript, Weighing
+
+log = logging.getLogger(__name__)
 
 #: The shortest speech that may be a command (a click or a breath is shorter), in ms.
 MIN_SPEECH_MS = 160
@@ -109,3 +120,56 @@ def _means_stop(intent: intents.Intent | None, ringing: bool) -> bool:
     if isinstance(intent, intents.Stop):
         return True
     return ringing and isinstance(intent, intents.CancelTimer) and intent.name is None
+
+
+#: The stop commands Whisper is told when its own reading of words over her is not one: through
+#: what cancelling leaves of her voice it misreads them ("It's top.", "that's it, huh?").
+TOLD_STOPS = ("Stop.", "Stop it.", "That's enough.", "Be quiet.", "Never mind.", "Okay, stop.")
+#: How much less likely than Whisper's own reading a stop command told may be and still stand
+#: (≈20 times); scripts/bench_echo.py measured it on stops, other words and her echo.
+TOLD_LOG_ODDS = -3.0
+
+
+class Weigher(Protocol):
+    """Whisper that weighs phrases it is told against its own reading (`Transcriber.weigh`)."""
+
+    def weigh(self, samples: np.ndarray, phrases: Sequence[str], *, settled) -> Weighing:
+        """Its reading, and each phrase's log odds against it."""
+
+
+class StopReader:
+    """Reads short speech over her voice: Whisper's own reading when that is a stop or the wake
+    phrase, else a stop command Whisper finds nearly as likely when told it, as long as the wake
+    phrase, told too, is not likelier."""
+
+    def __init__(self, whisper: Weigher, wake_phrases: Sequence[str]) -> None:
+        self.whisper = whisper
+        self.wake_phrases = tuple(wake_phrases)
+
+    def transcribe(self, samples: np.ndarray) -> Transcript:
+        """What was said over her, as the loop reads it for "stop" and the wake phrase."""
+        weighing = self.whisper.weigh(samples, TOLD_STOPS + self.wake_phrases, settled=self._settled)
+        told = told_stop(weighing.log_odds, self.wake_phrases)
+        heard = weighing.transcript
+        if told is None:
+            return heard
+        log.debug("read %r over her as %r when told (log odds %.2f)", heard.text, told, weighing.log_odds[told])
+        return replace(heard, text=told)
+
+    def _settled(self, text: str) -> bool:
+        return heard_stop(text) or said_wake_phrase(text, self.wake_phrases) is not None
+
+
+def told_stop(log_odds: dict[str, float], wake_phrases: Sequence[str] = ()) -> str | None:
+    """The stop command that explains the words over her, from each told phrase's log odds
+    against Whisper's own reading: the likeliest of `TOLD_STOPS`, if within `TOLD_LOG_ODDS` and
+    no wake phrase is likelier (a misread "Hey Jarvis" leans to "Enough")."""
+    stops = [phrase for phrase in TOLD_STOPS if phrase in log_odds]
+    if not stops:
+        return None
+    best = max(stops, key=log_odds.__getitem__)
+    if log_odds[best] < TOLD_LOG_ODDS:
+        return None
+    if any(log_odds.get(phrase, float("-inf")) > log_odds[best] for phrase in wake_phrases):
+        return None
+    return best

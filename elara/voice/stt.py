@@ -18,7 +18,7 @@ import re
 import time
 import unicodedata
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,16 @@ class PhraseCheck:
     prompted: str  # what it hears when told the phrase came just before
     log_odds: float  # log P(prompted) − log P(heard), both scored on the audio alone; 0 when they agree
     seconds: float  # compute time
+
+
+@dataclass(frozen=True)
+class Weighing:
+    """Whisper's own reading of short audio, and each phrase it was told: log P(phrase) − log
+    P(its reading), both scored on the audio (0: as likely; −3: ≈20 times less). No phrase is
+    weighed when its own reading settled it."""
+
+    transcript: Transcript
+    log_odds: dict[str, float]
 
 
 class Transcriber:
@@ -178,7 +188,9 @@ class Transcriber:
         return text, no_speech, logprob
 
     def _decode_window(self, audio: np.ndarray, window: float) -> tuple[str, float, float, bool]:
-        encoded = self._encode(audio, window)
+        return self._decode_encoded(self._encode(audio, window), audio)
+
+    def _decode_encoded(self, encoded, audio: np.ndarray) -> tuple[str, float, float, bool]:
         tokenizer = self._tokenizer(self._language_of(encoded))
         previous = [tokenizer.sot_prev, *self._prompt_tokens] if self._prompt_tokens else []
         result = self._generate(encoded, [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps], audio)
@@ -227,6 +239,43 @@ class Transcriber:
             suppress_blank=True,
             suppress_tokens=[-1],
         )[0]
+
+    def weigh(self, samples: np.ndarray, phrases: Sequence[str], *,
+              settled: Callable[[str], bool]) -> Weighing:
+        """`transcribe` for short audio that may be one of a few `phrases` ("Stop."), and unless
+        `settled` by Whisper's own reading, how likely each phrase is against that reading, all
+        scored on one encoding of the audio. Blocks like `transcribe`; audio longer than the
+        window is only transcribed."""
+        started = time.perf_counter()
+        audio = self._heard(samples)
+        if len(audio) > self.window_seconds * SAMPLE_RATE:
+            return Weighing(self.transcribe(samples), {})
+        encoded = self._encode(audio, self.window_seconds)
+        text, no_speech, logprob, looped = self._decode_encoded(encoded, audio)
+        odds: dict[str, float] = {}
+        if looped:  # as `transcribe` does; a looping reading is no yardstick
+            text, no_speech, logprob = self._decode(audio, self.window_seconds)
+        elif phrases and not settled(text):
+            tokenizer = self._tokenizer(self._language_of(encoded))
+            start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+            heard = self._model.hf_tokenizer.encode(" " + text, add_special_tokens=False).ids if text else []
+            told = [self._model.hf_tokenizer.encode(" " + p.strip(), add_special_tokens=False).ids for p in phrases]
+            heard_ll, *told_ll = self._log_likelihoods(encoded, start, [heard, *told], audio)
+            odds = {p: ll - heard_ll for p, ll in zip(phrases, told_ll, strict=True)}
+        transcript = Transcript(text, float(no_speech), float(logprob), len(audio) / SAMPLE_RATE,
+                                time.perf_counter() - started)
+        return Weighing(transcript, odds)
+
+    def _log_likelihoods(self, encoded, start: list[int], texts: list[list[int]], audio: np.ndarray) -> list[float]:
+        """log P(text | audio) of each token list, in one batch over copies of the encoding."""
+        import ctranslate2
+
+        scored = [tokens for tokens in texts if tokens]
+        frames = max(1, len(audio) // _SAMPLES_PER_FRAME)
+        batch = ctranslate2.StorageView.from_array(np.ascontiguousarray(np.repeat(np.asarray(encoded), len(scored), axis=0)))
+        results = iter(self._model.model.align(batch, start, scored, [frames] * len(scored)) if scored else [])
+        return [float(np.log(np.clip(np.asarray(next(results).text_token_probs, dtype=np.float64), 1e-12, 1.0)).sum())
+                if tokens else 0.0 for tokens in texts]
 
     def check_phrase(self, samples: np.ndarray, phrase: str) -> PhraseCheck:
         """Whether audio that may end in `phrase` ("Hey Jarvis.") reads as it: Whisper decodes the
