@@ -67,17 +67,23 @@ def test_heard_stop(text, her_words, ringing, stop):
     assert heard_stop(text, her_words, ringing=ringing) is stop
 
 
-@pytest.mark.parametrize("log_odds, told", [
-    ({"Stop.": -0.9, "Stop it.": -7.3, "Hey Jarvis.": -12.0}, "Stop."),  # "It's top." for "Stop."
-    ({"That's enough.": 1.7, "Stop.": -5.1, "Hey Jarvis.": -9.0}, "That's enough."),  # "That's it, huh?"
-    ({"Stop.": -3.0}, "Stop."),  # at the bound
-    ({"Stop.": -3.1, "Be quiet.": -6.0}, None),  # "Thank you.", "Wow.": far less likely
-    ({"Never mind.": -0.5, "Hey Jarvis.": 0.2}, None),  # a misread wake phrase leans to a stop too
-    ({"Hey Jarvis.": 0.0}, None),
-    ({}, None),  # Whisper's own reading settled it
+@pytest.mark.parametrize("log_odds, heard, told", [
+    ({"Stop.": -0.9, "Stop it.": -7.3, "Hey Jarvis.": -12.0}, "It's top.", "Stop."),
+    ({"That's enough.": 1.7, "Stop.": -5.1, "Hey Jarvis.": -9.0}, "That's it, huh?", "That's enough."),
+    ({"That's enough.": -2.3}, "I see her.", "That's enough."),  # a word more: still a command's length
+    ({"That's enough.": -2.3}, "Not to sit up.", None),  # two more
+    ({"Stop.": 1.0}, "In-up-shad.", None),  # "Enough said."
+    ({"Stop.": -2.9}, "Stop by later.", None),
+    ({"Stop.": -3.0}, "Top.", "Stop."),  # at the bound
+    ({"Stop.": -3.1, "Be quiet.": -6.0}, "Thank you.", None),  # far less likely
+    ({"Stop.": -2.4}, "It helps, it helps, it helps, it helps", None),  # short wins on length alone
+    ({"Stop.": -2.8}, "It up, it's bad.", None),
+    ({"Never mind.": -0.5, "Hey Jarvis.": 0.2}, "Hey, John, I missed you.", None),  # a misread wake phrase
+    ({"Hey Jarvis.": 0.0}, "Hey, John.", None),
+    ({}, "Stop.", None),  # Whisper's own reading settled it
 ])
-def test_the_told_stop_stands_within_its_odds_unless_the_wake_phrase_is_likelier(log_odds, told):
-    assert told_stop(log_odds, ["Hey Jarvis."]) == told
+def test_the_told_stop_stands_within_its_odds_unless_too_short_or_the_wake_phrase_is_likelier(log_odds, heard, told):
+    assert told_stop(log_odds, heard, ["Hey Jarvis."]) == told
 
 
 class Weigher:

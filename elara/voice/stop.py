@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -128,12 +128,15 @@ TOLD_STOPS = ("Stop.", "Stop it.", "That's enough.", "Be quiet.", "Never mind.",
 #: How much less likely than Whisper's own reading a stop command told may be and still stand
 #: (≈20 times); scripts/bench_echo.py measured it on stops, other words and her echo.
 TOLD_LOG_ODDS = -3.0
+#: How many more words than the stop command Whisper's own reading may have: a short command wins
+#: against a longer reading on length alone ("In-up-shad." for "Stop." where "Enough said." was said).
+TOLD_EXTRA_WORDS = 1
 
 
 class Weigher(Protocol):
     """Whisper that weighs phrases it is told against its own reading (`Transcriber.weigh`)."""
 
-    def weigh(self, samples: np.ndarray, phrases: Sequence[str], *, settled) -> Weighing:
+    def weigh(self, samples: np.ndarray, phrases: Sequence[str], *, settled: Callable[[str], bool]) -> Weighing:
         """Its reading, and each phrase's log odds against it."""
 
 
@@ -149,8 +152,8 @@ class StopReader:
     def transcribe(self, samples: np.ndarray) -> Transcript:
         """What was said over her, as the loop reads it for "stop" and the wake phrase."""
         weighing = self.whisper.weigh(samples, TOLD_STOPS + self.wake_phrases, settled=self._settled)
-        told = told_stop(weighing.log_odds, self.wake_phrases)
         heard = weighing.transcript
+        told = told_stop(weighing.log_odds, heard.text, self.wake_phrases)
         if told is None:
             return heard
         log.debug("read %r over her as %r when told (log odds %.2f)", heard.text, told, weighing.log_odds[told])
@@ -160,15 +163,18 @@ class StopReader:
         return heard_stop(text) or said_wake_phrase(text, self.wake_phrases) is not None
 
 
-def told_stop(log_odds: dict[str, float], wake_phrases: Sequence[str] = ()) -> str | None:
+def told_stop(log_odds: dict[str, float], heard: str, wake_phrases: Sequence[str] = ()) -> str | None:
     """The stop command that explains the words over her, from each told phrase's log odds
-    against Whisper's own reading: the likeliest of `TOLD_STOPS`, if within `TOLD_LOG_ODDS` and
-    no wake phrase is likelier (a misread "Hey Jarvis" leans to "Enough")."""
+    against Whisper's own reading `heard`: the likeliest of `TOLD_STOPS`, if within
+    `TOLD_LOG_ODDS`, `heard` is not `TOLD_EXTRA_WORDS` longer, and no wake phrase is likelier (a
+    misread "Hey Jarvis" leans to "That's enough" too)."""
     stops = [phrase for phrase in TOLD_STOPS if phrase in log_odds]
     if not stops:
         return None
     best = max(stops, key=log_odds.__getitem__)
     if log_odds[best] < TOLD_LOG_ODDS:
+        return None
+    if len(intents.words(heard)) > len(intents.words(best)) + TOLD_EXTRA_WORDS:
         return None
     if any(log_odds.get(phrase, float("-inf")) > log_odds[best] for phrase in wake_phrases):
         return None

@@ -253,8 +253,9 @@ class Transcriber:
         encoded = self._encode(audio, self.window_seconds)
         text, no_speech, logprob, looped = self._decode_encoded(encoded, audio)
         odds: dict[str, float] = {}
-        if looped:  # as `transcribe` does; a looping reading is no yardstick
-            text, no_speech, logprob = self._decode(audio, self.window_seconds)
+        if looped:  # a looping reading is no yardstick: read again as `transcribe` does
+            if no_speech < self.no_speech_threshold:
+                text, no_speech, logprob, _ = self._decode_window(audio, FULL_WINDOW_SECONDS)
         elif phrases and not settled(text):
             tokenizer = self._tokenizer(self._language_of(encoded))
             start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
