@@ -65,6 +65,13 @@ WORDS = [("Stop.", "stop"), ("Hey Jarvis.", "wake"), ("Stop it.", "stop"), ("Tha
          ("Thank you.", "other"), ("Never mind.", "stop"), ("Hey Jarvis.", "wake"), ("Be quiet.", "stop"),
          ("Really?", "other"), ("OK, stop.", "stop"), ("Wow.", "other"), ("Hey Jarvis.", "wake")]
 STOPS = [text for text, kind in WORDS if kind == "stop"]
+#: `--other-words`: short things people say over her that are neither (she must go on), some of
+#: them near a stop command in sound or words ("Quite.", "Stop by later.", "Enough said.")
+OTHER_WORDS = [(text, "other") for text in (
+    "Yes.", "No.", "Okay.", "Hmm.", "Right.", "Go on.", "Interesting.", "What?", "Tell me more.", "Thanks.",
+    "Cool.", "I see.", "That is it.", "Start over.", "Shut the door.", "Top of the morning.", "Say that again.",
+    "Never.", "Be careful.", "Cancel my meeting.", "Hey John.", "Stop by later.", "Quite.", "Nice.", "Oh no.",
+    "Excuse me.", "Wait.", "Sorry?", "Enough said.", "Got it.")]
 VOICES = [("espeak", "en-us"), ("espeak", "en-gb"), ("espeak", "en-us+f3"), ("piper", 1.1)]
 BLOCK = 0.02  # the speaker's callback block
 DEBUG = False
@@ -127,8 +134,9 @@ def room_response(rt60: float, seed: int = 7) -> np.ndarray:
     return tail / np.sqrt(np.sum(tail ** 2))
 
 
-def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed: int = 1) -> Scene:
-    """Minutes of her reading, and a person speaking over her every few seconds."""
+def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed: int = 1,
+               words_said: list[tuple[str, str]] = WORDS) -> Scene:
+    """Minutes of her reading, and a person speaking over her every few seconds (`words_said`, in turn)."""
     synthesizer = voice_clips.synthesizer()
     sentence_audio = []
     rate = synthesizer.sample_rate
@@ -151,8 +159,8 @@ def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed:
     # Nobody speaks in the first 4 s (the canceller converges), then every 4.5–7 s.
     position, n = int(4 * SAMPLE_RATE), 0
     while True:
-        text, kind = WORDS[n % len(WORDS)]
-        voice = VOICES[(n // len(WORDS) + n) % len(VOICES)]
+        text, kind = words_said[n % len(words_said)]
+        voice = VOICES[(n // len(words_said) + n) % len(VOICES)]
         level = (-6.0, 0.0, 6.0)[n % 3]  # the person against her echo at the microphone
         said = speech(voice, text).astype(np.float64)
         voiced = said[np.abs(said) > 50]
@@ -182,11 +190,14 @@ class Result:
     false_wakes: int  # a wake where nobody said the wake word
     candidates_over_echo: int  # "stop" checks while only her echo was there
     ms_per_frame: float
+    heard_plain: list[bool]  # `heard`'s stops by Whisper's own reading alone, of the same audio
+    false_stops_plain: int
 
 
-def run(scene: Scene, canceller: Canceller, transcriber, vad, wake) -> Result:
+def run(scene: Scene, canceller: Canceller, transcriber, vad, wake, plain) -> Result:
     """Feed the scene frame by frame as the daemon does; the wake word and the "stop" path on what
-    comes out, each with the daemon's level check against her echo."""
+    comes out, each with the daemon's level check against her echo. Each "stop" check is also read
+    by `plain` (Whisper's own reading, not told the stop commands), for a comparison on the same audio."""
     history = PlaybackHistory(seconds=10.0)
     block = int(BLOCK * scene.rate)
     start = 100.0  # the monotonic time her first sample is heard
@@ -198,6 +209,7 @@ def run(scene: Scene, canceller: Canceller, transcriber, vad, wake) -> Result:
     cleaned_frames: list[np.ndarray] = []
     seconds = 0.0
     stops: list[tuple[int, bool]] = []  # (sample, said stop) per candidate checked
+    stops_plain: list[tuple[int, bool]] = []
     wakes: list[int] = []
     frames = len(scene.mic) // FRAME_SAMPLES
     for i in range(frames):
@@ -221,11 +233,14 @@ def run(scene: Scene, canceller: Canceller, transcriber, vad, wake) -> Result:
         if candidate is None:
             continue
         first = max(0, int(candidate.start / frame.duration) - 3)
-        transcript = transcriber.transcribe(np.concatenate(cleaned_frames[first:i + 1]))
+        audio = np.concatenate(cleaned_frames[first:i + 1])
+        transcript = transcriber.transcribe(audio)
         near, far = echo.recent_levels(i + 1 - int(candidate.start / frame.duration))
-        said_stop = (phantom_reason(transcript) is None and heard_stop(transcript.text)
-                     and is_barge_in(near, far, echo.erle_db))
+        over_her = is_barge_in(near, far, echo.erle_db)
+        said_stop = phantom_reason(transcript) is None and heard_stop(transcript.text) and over_her
         stops.append(((i + 1) * FRAME_SAMPLES, said_stop))
+        own = plain.transcribe(audio)
+        stops_plain.append(((i + 1) * FRAME_SAMPLES, phantom_reason(own) is None and heard_stop(own.text) and over_her))
         if DEBUG:
             print(f"  candidate {candidate.start:.2f}-{candidate.end:.2f}: {transcript.text!r} "
                   f"no-speech {transcript.no_speech_prob:.2f} levels {near:.0f}/{far:.0f} stop={said_stop}")
@@ -244,18 +259,21 @@ def run(scene: Scene, canceller: Canceller, transcriber, vad, wake) -> Result:
     heard = [any(b <= at <= e + after and ok for at, ok in stops) if kind == "stop"
              else any(b <= at <= e + after for at in wakes) if kind == "wake" else False
              for b, e, _, kind, _ in scene.words]
+    heard_plain = [kind == "stop" and any(b <= at <= e + after and ok for at, ok in stops_plain)
+                   for b, e, _, kind, _ in scene.words]
     return Result(
         erle_db=float(erle), heard=heard,
         false_stops=sum(1 for at, ok in stops if ok and not near_word(at, "stop")),
         false_wakes=sum(1 for at in wakes if not near_word(at, "wake")),
         candidates_over_echo=sum(1 for at, _ in stops
                                  if not any(b - SAMPLE_RATE // 2 <= at <= e + after for b, e, *_ in scene.words)),
-        ms_per_frame=1000 * seconds / frames)
+        ms_per_frame=1000 * seconds / frames, heard_plain=heard_plain,
+        false_stops_plain=sum(1 for at, ok in stops_plain if ok and not near_word(at, "stop")))
 
 
-def share(result: Result, scene: Scene, kind: str, level: float | None = None) -> str:
+def share(result: Result, scene: Scene, kind: str, level: float | None = None, *, plain: bool = False) -> str:
     """How many of the words of `kind` (at `level`) were heard, as "n/m"."""
-    hits = [h for h, w in zip(result.heard, scene.words, strict=True)
+    hits = [h for h, w in zip(result.heard_plain if plain else result.heard, scene.words, strict=True)
             if w[3] == kind and (level is None or w[4] == level)]
     return f"{sum(hits)}/{len(hits)}"
 
@@ -275,18 +293,20 @@ def offline(args: argparse.Namespace) -> None:
     wire_wake_check(wake, settings, whisper)  # as the daemon wires it
     print("| room | canceller | ERLE, her echo alone | \"stop\" heard over her (person −6 / 0 / +6 dB vs her echo) "
           "| wake word heard over her | false stops | false wakes | \"stop\" checks over her echo alone "
-          "| CPU per 80 ms frame |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| CPU per 80 ms frame | Whisper's own reading alone: \"stop\" heard, false stops |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for room in args.rooms.split(","):
-        scene = make_scene(args.minutes, room, args.delay_ms, args.echo_db)
+        scene = make_scene(args.minutes, room, args.delay_ms, args.echo_db,
+                           words_said=OTHER_WORDS if args.other_words else WORDS)
         for name in args.cancellers.split(","):
-            result = run(scene, CANCELLERS[name](), transcriber, vad, wake)
+            result = run(scene, CANCELLERS[name](), transcriber, vad, wake, whisper)
 
             levels = " / ".join(share(result, scene, "stop", level) for level in (-6.0, 0.0, 6.0))
             print(f"| {room} | {name} | {result.erle_db:.1f} dB | {share(result, scene, 'stop')} ({levels}) "
                   f"| {share(result, scene, 'wake')} "
                   f"| {result.false_stops} | {result.false_wakes} | {result.candidates_over_echo} "
-                  f"| {result.ms_per_frame:.2f} ms |", flush=True)
+                  f"| {result.ms_per_frame:.2f} ms | {share(result, scene, 'stop', plain=True)}, "
+                  f"{result.false_stops_plain} |", flush=True)
 
 
 # -- live, on the virtual sound card ---------------------------------------------------------------
@@ -407,6 +427,8 @@ def main() -> int:
     parser.add_argument("--rooms", default="loopback,room")
     parser.add_argument("--delay-ms", type=float, default=60.0)
     parser.add_argument("--echo-db", type=float, default=-6.0, help="her echo's gain at the microphone")
+    parser.add_argument("--other-words", action="store_true",
+                        help="offline: only other short words said over her, never a stop or the wake word")
     parser.add_argument("--live", action="store_true")
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--drifting", action="store_true",
