@@ -123,8 +123,7 @@ class Transcriber:
         self._prompt_tokens: list[int] = []
         if self.initial_prompt is not None:
             # As faster-whisper does: a leading space, and at most half the decoder's context.
-            ids = self._model.hf_tokenizer.encode(" " + self.initial_prompt, add_special_tokens=False).ids
-            self._prompt_tokens = list(ids)[-(self._model.max_length // 2 - 1) :]
+            self._prompt_tokens = self._tokens(self.initial_prompt)[-(self._model.max_length // 2 - 1) :]
 
     # -----------------------------------------------------------------------------------------
 
@@ -260,13 +259,18 @@ class Transcriber:
             tokenizer = self._tokenizer(self._language_of(encoded))
             start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
             # Its reading as the phrases are scored: the words alone, without the initial prompt.
-            heard = self._model.hf_tokenizer.encode(" " + text, add_special_tokens=False).ids if text else []
-            told = [self._model.hf_tokenizer.encode(" " + p.strip(), add_special_tokens=False).ids for p in phrases]
-            heard_ll, *told_ll = self._log_likelihoods(encoded, start, [heard, *told], audio)
+            heard_ll, *told_ll = self._log_likelihoods(
+                encoded, start, [self._tokens(text), *map(self._tokens, phrases)], audio)
             odds = {p: ll - heard_ll for p, ll in zip(phrases, told_ll, strict=True)}
         transcript = Transcript(text, float(no_speech), float(logprob), len(audio) / SAMPLE_RATE,
                                 time.perf_counter() - started)
         return Weighing(transcript, odds)
+
+    def _tokens(self, text: str) -> list[int]:
+        """Whisper's tokens for `text` as it writes it after the start (a leading space; none for
+        no text)."""
+        text = text.strip()
+        return list(self._model.hf_tokenizer.encode(" " + text, add_special_tokens=False).ids) if text else []
 
     def _log_likelihoods(self, encoded, start: list[int], texts: list[list[int]], audio: np.ndarray) -> list[float]:
         """log P(text | audio) of each token list (0 for an empty one), in one batch: CTranslate2
@@ -298,7 +302,7 @@ class Transcriber:
         encoded = self._encode(audio, window)
         tokenizer = self._tokenizer(self._language_of(encoded))
         start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
-        hint = self._model.hf_tokenizer.encode(" " + phrase.strip(), add_special_tokens=False).ids
+        hint = self._tokens(phrase)
         heard = self._generate(encoded, start, audio).sequences_ids[0]
         prompted = self._generate(encoded, [tokenizer.sot_prev, *hint, *start], audio).sequences_ids[0]
         if prompted == heard:
