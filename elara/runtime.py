@@ -343,7 +343,9 @@ def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None
                 check = local.check_phrase(audio, spoken_wake_phrase(name))
                 log.debug("the wake check heard %r, and %r when told (log odds %.2f)",
                           check.heard, check.prompted, check.log_odds)
-                return phrase_confirmed(check, name, CONFIDENT_LOG_ODDS if confident else CONFIRM_LOG_ODDS)
+                if confident:  # the model is sure of the phrase: the check need only not contradict the name
+                    return phrase_confirmed(check, name, CONFIDENT_LOG_ODDS, whole=False)
+                return phrase_confirmed(check, name, CONFIRM_LOG_ODDS)
             transcript = transcriber.transcribe(audio)
         except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed; a confident one stands
             log.warning("could not check a %s wake: %s", "confident" if confident else "doubtful", exc)

@@ -93,10 +93,17 @@ def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper |
 
 
 def confident_rule(odds: float | None) -> Callable[[PhraseCheck], bool]:
-    """How a confident score's window is decided: unchecked (None) or the phrase check at `odds`."""
+    """How a confident score's window is decided: unchecked (None) or the phrase check at `odds`,
+    the name alone enough, as the daemon decides a confident one."""
     if odds is None:
         return lambda c: True
-    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds)
+    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds, whole=False)
+
+
+def doubtful_rule(odds: float, whole: bool = True) -> Callable[[PhraseCheck], bool]:
+    """How a doubtful score's window is decided: the phrase check at `odds`, the phrase whole
+    ("Hey Jarvis", as shipped) or the name alone."""
+    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds, whole=whole)
 
 
 #: (rule for a doubtful score's window, rule for a confident one's, which the detector asks about
@@ -105,10 +112,12 @@ RULES: dict[str, tuple[Callable[[PhraseCheck], bool], Callable[[PhraseCheck], bo
     "transcript names it (≥ 0.7 alike; the first check), confident unchecked":
         (lambda c: names_wake_word(c.heard, bw.WAKE_MODEL), confident_rule(None)),
     **{f"phrase check, log odds ≥ {odds:g}, confident unchecked":
-       (confident_rule(odds), confident_rule(None)) for odds in (-3.0, -4.0, -6.0)},
+       (doubtful_rule(odds), confident_rule(None)) for odds in (-3.0, -4.0, -6.0)},
     **{f"phrase check, log odds ≥ {odds:g}, confident ≥ {confident:g}":
-       (confident_rule(odds), confident_rule(confident))
+       (doubtful_rule(odds), confident_rule(confident))
        for odds, confident in ((-3.0, -10.0), (-4.0, -10.0), (-6.0, -6.0), (-6.0, -10.0), (-6.0, -99.0))},
+    "phrase check naming the name alone, log odds ≥ -6, confident ≥ -10 (the rule before)":
+        (doubtful_rule(-6.0, whole=False), confident_rule(-10.0)),
 }
 
 

@@ -15,9 +15,11 @@ from elara.voice.wake import (
     CONFIDENT_LOG_ODDS,
     CONFIRM_AFTER_FRAMES,
     CONFIRM_LOG_ODDS,
+    RECHECK_RISE,
     WakeWordDetector,
     names_wake_word,
     phrase_confirmed,
+    says_wake_phrase,
     spoken_wake_phrase,
 )
 
@@ -53,6 +55,33 @@ def test_other_wake_words_are_matched_by_their_own_name():
 ])
 def test_a_doubtful_wake_stands_when_whisper_reads_the_phrase_into_it(heard, prompted, log_odds, wakes):
     assert phrase_confirmed(PhraseCheck(heard, prompted, log_odds, 0.0), "hey_jarvis", log_odds=-3.0) is wakes
+
+
+@pytest.mark.parametrize(("text", "name", "said"), [
+    ("Hey Jarvis.", "hey_jarvis", True),
+    ("Oh, hey, Jar vis, what time is it?", "hey_jarvis", True),  # split by Whisper: joined
+    ("He wrote Hey Jarvis on the car.", "hey_jarvis", True),
+    ("Calling Jarvis, Reese Harrison.", "hey_jarvis", False),  # the name in passing
+    ("Mr. Jarvis will call you.", "hey_jarvis", False),
+    ("Hey, Jervis.", "hey_jarvis", False),
+    ("Hey. Hey.", "hey_jarvis", False),
+    ("Alexa, stop.", "alexa", True),
+    ("Hey my croft", "hey_mycroft", True),
+])
+def test_the_whole_phrase_is_said_or_not(text, name, said):
+    assert says_wake_phrase(text, name) is said
+
+
+@pytest.mark.parametrize(("heard", "prompted", "log_odds"), [
+    # From bench_wake_live's long negative stream: scores of 0.005–0.007, names read as "Jarvis".
+    ("Calling Jave, Reese Harrison.", "Calling Jarvis, Reese Harrison.", -0.36),
+    ("followed by Jarvey. Jarvey Fisher.", "Followed by Jarvis.", -0.82),
+    ("The film was called Jarvis.", "My film was called Jarvis.", -0.97),
+])
+def test_a_doubtful_wake_needs_the_whole_phrase_and_a_confident_one_the_name(heard, prompted, log_odds):
+    check = PhraseCheck(heard, prompted, log_odds, 0.0)
+    assert not phrase_confirmed(check, "hey_jarvis")
+    assert phrase_confirmed(check, "hey_jarvis", CONFIDENT_LOG_ODDS, whole=False)
 
 
 def test_the_shipped_odds_are_looser_for_a_confident_score():
@@ -108,6 +137,45 @@ def test_a_doubtful_score_wakes_only_when_confirmed(hey_jarvis_path, answer):
         assert 2.0 < found[0].at < 2.0 + len(piper_speech("Hey Jarvis.")) / 16_000 + 0.5
     else:
         assert found == []
+
+
+def scripted(detector: WakeWordDetector, scores: list[float]) -> list[float]:
+    """Feed one silent frame per score, the model's score replaced by the script's; the times
+    (the frames' `captured_at`) at which the confirmer was asked."""
+    script = iter(scores)
+    detector._model.predict = lambda samples: {"hey_jarvis": next(script)}  # the rest runs as it is
+    asked: list[float] = []
+    confirmer = detector._confirmer
+    assert confirmer is not None
+    now = 0.0
+
+    def ask(audio: np.ndarray, name: str, confident: bool = False) -> bool:
+        asked.append(now)
+        return confirmer(audio, name, confident)
+
+    detector.confirm_with(ask)
+    for frame in frames(silence(0.08 * len(scores))):
+        now = frame.captured_at
+        detector.process(frame)
+    return asked
+
+
+def test_a_turned_down_score_that_rises_is_asked_about_again_on_later_audio(hey_jarvis_path):
+    # From a low ConfirmFrom the first question can come with "Hey" alone, and the score need not
+    # fall back before "Jarvis": a rise to RECHECK_RISE times what was turned down asks again.
+    detector = WakeWordDetector([hey_jarvis_path], threshold=0.7, confirm_from=0.005)
+    detector.confirm_with(Recorder(False))
+    rise = [0.0, 0.006, 0.02, 0.03, 0.025, 0.03, 0.055, 0.07, 0.2, 0.3, 0.1, 0.05, 0.0, 0.0, 0.0]
+    assert RECHECK_RISE == 2.0
+    # Turned down at 0.03 (frames 2–5); 0.055 is not twice that, 0.07 is; 0.3 is not twice 0.3.
+    assert scripted(detector, rise) == pytest.approx([0.40, 0.88])
+    # A score that only wavers is asked about once; one that falls back re-arms as before.
+    detector.reset()
+    assert scripted(detector, [0.0, 0.01, 0.015, 0.012, 0.018, 0.02, 0.015, 0.0, 0.01, 0.0, 0.0, 0.0, 0.0]) == (
+        pytest.approx([0.40, 0.96]))
+    detector.reset()
+    detector.confirm_with(Recorder(True))
+    assert scripted(detector, rise) == pytest.approx([0.40])  # a confirmed one wakes, and that is all
 
 
 def test_a_confident_score_wakes_at_once_and_no_confirmer_means_no_second_look(hey_jarvis_path):
@@ -282,3 +350,15 @@ def test_the_shipped_wake_word_ignores_these(shipped, clip):
 def run_fresh(detector: WakeWordDetector, clip: np.ndarray):
     detector.reset()
     return run(detector, clip)
+
+
+def test_the_daemons_check_asks_a_doubtful_score_for_the_phrase_and_a_confident_one_for_the_name(
+        transcriber, monkeypatch):
+    def read(self, samples, phrase):
+        return PhraseCheck("Mr. Jarvis will call you.", "Mr. Jarvis will call you.", 0.0, 0.0)
+
+    monkeypatch.setattr(Transcriber, "check_phrase", read)
+    confirm = transcript_confirmer(transcriber, 5)
+    audio = silence(2.2)
+    assert not confirm(audio, "hey_jarvis", False)
+    assert confirm(audio, "hey_jarvis", True)

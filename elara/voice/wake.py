@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 #: 0.24 s (three frames) after, measured best of 1.5–2 s before and 0.25–0.75 s after.
 CONFIRM_BEFORE_SECONDS = 2.0
 CONFIRM_AFTER_FRAMES = 3
+#: A doubtful score that rises to this many times what a turned-down check saw is asked about
+#: again, on later audio: from a low `confirm_from` the first question can come before the phrase
+#: is over ("Hey …" alone), and the score does not fall back between "Hey" and "Jarvis".
+RECHECK_RISE = 2.0
 #: How alike a heard word must be to the wake phrase's name ("Jervis", "Jarvis," → "jarvis").
 WAKE_WORD_SIMILARITY = 0.7
 
@@ -52,15 +56,36 @@ def spoken_wake_phrase(name: str) -> str:
     return " ".join(word.capitalize() for word in name.split("_")) + "."
 
 
-def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LOG_ODDS) -> bool:
-    """A doubtful wake stands when Whisper writes the wake word's name itself, or writes it when
-    told the wake phrase came just before and that reading's log odds against its own are at least
-    `log_odds` (−3: at most ≈20 times less likely). Whisper alone mishears a flat or accented "Hey Jarvis" ("A jar of bits"), and told the
-    phrase it writes it into anything; the odds part what it can hear as the phrase from what only
-    the hint put there. The name must be spelled right here: "Jervis" is a near miss, not a match."""
-    if names_wake_word(check.heard, name, similarity=1.0):
+def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LOG_ODDS, *,
+                     whole: bool = True) -> bool:
+    """A doubtful wake stands when Whisper writes the wake phrase itself, or writes it when told
+    the wake phrase came just before and that reading's log odds against its own are at least
+    `log_odds` (−3: at most ≈20 times less likely). Whisper alone mishears a flat or accented "Hey
+    Jarvis" ("A jar of bits"), and told the phrase it writes it into anything; the odds part what
+    it can hear as the phrase from what only the hint put there. The name must be spelled right
+    here: "Jervis" is a near miss, not a match. With `whole`, the phrase must be whole ("Hey
+    Jarvis"): a name in passing ("Calling Jarvie, Rhys…", which Whisper writes "Jarvis") scores
+    low but can be read as the name; without it, the name alone will do (a confident score)."""
+    def says(text: str) -> bool:
+        return says_wake_phrase(text, name) if whole else names_wake_word(text, name, similarity=1.0)
+
+    if says(check.heard):
         return True
-    return names_wake_word(check.prompted, name, similarity=1.0) and check.log_odds >= log_odds
+    return says(check.prompted) and check.log_odds >= log_odds
+
+
+def says_wake_phrase(text: str, name: str) -> bool:
+    """Whether a transcript holds wake word `name`'s whole phrase, word for word as Whisper writes
+    it, the name perhaps split in two: "hey_jarvis" in "Oh, hey, Jar vis." but not "Jarvis, the
+    butler" or "Hey Jervis"."""
+    phrase = name.lower().split("_")
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    n = len(phrase)
+    for i in range(len(words) - n + 1):
+        if words[i : i + n - 1] == phrase[:-1] and (
+                words[i + n - 1] == phrase[-1] or "".join(words[i + n - 1 : i + n + 1]) == phrase[-1]):
+            return True
+    return False
 
 
 def names_wake_word(text: str, name: str, similarity: float = WAKE_WORD_SIMILARITY) -> bool:
@@ -196,6 +221,7 @@ class WakeWordDetector:
             maxlen=round(CONFIRM_BEFORE_SECONDS / FRAME_SECONDS) + CONFIRM_AFTER_FRAMES)
         self._candidate: _Candidate | None = None
         self._armed = self._confident_armed = True
+        self._declined: float | None = None  # the score a turned-down doubtful check saw
         #: Wakes handed to the confirmer, and those it confirmed.
         self.confirmations = {"asked": 0, "confirmed": 0}
         # wake word → (the feature window its model reads, its verifier)
@@ -291,7 +317,8 @@ class WakeWordDetector:
                  confident: tuple[float, str] | None) -> WakeDetection | None:
         """A score crossed `confirm_from`, or the threshold (`confident`, with `confirm_confident`):
         three frames on, ask the confirmer about the last ≈2.2 s. One question per crossing (it
-        re-arms when the score falls back), and a confident score asks again, as confident."""
+        re-arms when the score falls back) unless a turned-down score rises RECHECK_RISE times,
+        and a confident score asks again, as confident."""
         name, score = max(scores.items(), key=lambda item: item[1], default=("", 0.0))
         if confident is None:
             self._confident_armed = True
@@ -299,14 +326,15 @@ class WakeWordDetector:
         if confident is not None and self._confident_armed and not waiting_confident:
             self._candidate = _Candidate(confident[1], confident[0], at, CONFIRM_AFTER_FRAMES, confident=True)
             self._armed = self._confident_armed = False
-        elif self._candidate is None and self._armed and score >= self.confirm_from:
+        elif self._candidate is None and score >= self.confirm_from and (
+                self._armed or (self._declined is not None and score >= RECHECK_RISE * self._declined)):
             self._candidate = _Candidate(name, score, at, CONFIRM_AFTER_FRAMES, confident=False)
-            self._armed = False
+            self._armed, self._declined = False, None
         elif self._candidate is not None:
             c = self._candidate
             self._candidate = dataclasses.replace(c, score=max(c.score, scores.get(c.name, 0.0)), wait=c.wait - 1)
         if score < self.confirm_from:
-            self._armed = True
+            self._armed, self._declined = True, None
         if self._candidate is None or self._candidate.wait > 0:
             return None
         c, self._candidate = self._candidate, None
@@ -315,6 +343,8 @@ class WakeWordDetector:
         kind = "confident" if c.confident else "doubtful"
         if not self._confirmer(np.concatenate(self._history), c.name, c.confident):
             log.debug("a %s %s (score %.2f) was not confirmed", kind, c.name, c.score)
+            if not c.confident and not self._armed:
+                self._declined = c.score
             return None
         self.confirmations["confirmed"] += 1
         log.info("%s confirmed by the transcript (%s score %.2f)", c.name, kind, c.score)
@@ -362,5 +392,6 @@ class WakeWordDetector:
         self._history.clear()
         self._candidate = None
         self._armed = self._confident_armed = True
+        self._declined = None
         self._quiet_until = float("-inf")
         self.last_scores = {}
