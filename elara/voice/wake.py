@@ -79,7 +79,7 @@ def says_wake_phrase(text: str, name: str) -> bool:
     it, the name perhaps split in two: "hey_jarvis" in "Oh, hey, Jar vis." but not "Jarvis, the
     butler" or "Hey Jervis"."""
     phrase = name.lower().split("_")
-    words = re.findall(r"[a-z0-9']+", text.lower())
+    words = _words(text)
     n = len(phrase)
     for i in range(len(words) - n + 1):
         if words[i : i + n - 1] == phrase[:-1] and (
@@ -92,9 +92,14 @@ def names_wake_word(text: str, name: str, similarity: float = WAKE_WORD_SIMILARI
     """Whether a transcript holds the wake word's name ("hey_jarvis" → a word like "jarvis"), alone
     or split in two ("Jar vis"), as Whisper spells it."""
     target = name.split("_")[-1].lower()
-    words = re.findall(r"[a-z0-9']+", text.lower())
+    words = _words(text)
     candidates = words + [a + b for a, b in zip(words, words[1:], strict=False)]
     return any(difflib.SequenceMatcher(None, word, target).ratio() >= similarity for word in candidates)
+
+
+def _words(text: str) -> list[str]:
+    """A transcript's words as the wake phrase is matched against them: lower case, apostrophes kept."""
+    return re.findall(r"[a-z0-9']+", text.lower())
 
 
 @dataclass(frozen=True)
