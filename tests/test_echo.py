@@ -10,6 +10,7 @@ from elara.audio.reference import PlaybackHistory
 from elara.voice.echo import (
     CANCELLERS,
     RESIDUAL_MIN_FRAMES,
+    SETTLE_FRAMES,
     EchoFilter,
     LearningCanceller,
     SpeexCanceller,
@@ -83,6 +84,23 @@ def test_the_users_voice_over_hers_comes_through(far, kind):
     alone = slice(start + len(user) + SAMPLE_RATE // 2, len(out))  # her voice alone again
     assert level(out[spoken]) > 0.5 * level(near[spoken])  # the user's words come through …
     assert level(out[spoken]) > 10 * level(out[alone])  # … far above what is left of hers
+
+
+def test_a_microphone_that_does_not_hear_her_lets_the_person_over_her_through_untouched(far):
+    """A headset, or a speaker the microphone hardly hears: there is no echo to take, so nothing
+    of the person talking over her may be taken either (AEC3 standing in took 7-20 dB of a
+    thinking pause's last words and Whisper heard none), and the delay their voice seems to
+    have behind hers in one second of it moves nothing."""
+    person = voice_clips.piper_speech("to Berlin and back again by train, please")
+    near = np.zeros(len(far))
+    spans = []
+    for start in (3 * SAMPLE_RATE, 6 * SAMPLE_RATE):
+        near[start:start + len(person)] = person[: len(far) - start]
+        spans.append(slice(start, min(start + len(person), len(far))))
+    echo, out = run_filter(far, near.astype(np.int16), "speex")
+    for span in spans:
+        assert level(out[span]) == pytest.approx(level(near[span]), rel=0.05)
+    assert echo.counters.realigned == 0
 
 
 def test_with_nothing_played_frames_pass_untouched():
@@ -199,6 +217,20 @@ def test_aec3_answers_until_speexdsp_has_learnt_the_room_and_stopped_getting_bet
     for _ in range(200):
         assert canceller.process(near, np.zeros(FRAME_SAMPLES, dtype=np.int16)).max() == 0
     assert not canceller.learnt
+
+
+@pytest.mark.parametrize("heard, learnt_at", [(0.0, SETTLE_FRAMES), (0.01, SETTLE_FRAMES), (0.1, None)])
+def test_a_microphone_that_hardly_hears_her_has_speexdsp_at_the_first_look(heard, learnt_at):
+    """Nothing (or -40 dB) of her voice in the microphone: speexdsp takes over at the first look,
+    having no echo to learn; -20 dB of her still needs speexdsp to learn it away."""
+    canceller = LearningCanceller(Scaled(0.0), Scaled(1.0))
+    far = np.full(FRAME_SAMPLES, 8000, dtype=np.int16)
+    near = np.full(FRAME_SAMPLES, round(8000 * heard), dtype=np.int16)
+    frames = 0
+    while not canceller.learnt and frames < 4 * SETTLE_FRAMES:
+        canceller.process(near, far)
+        frames += 1
+    assert (frames if canceller.learnt else None) == learnt_at
 
 
 @pytest.mark.parametrize("near, far, erle, ratio, expected", [

@@ -87,6 +87,11 @@ CANCELLERS = tuple(CANCELLER_NEEDS)
 LEARNT_ERLE_DB = 20.0
 SETTLED_DB = 1.5
 SETTLE_FRAMES = 25
+#: … or, stopped getting better, leaves this little of her voice (dB under her own level, the median
+#: over those frames): a microphone that hardly hears her at all has no echo for AEC3 to take, and
+#: AEC3 would take most of a person talking over her (a thinking pause's last words, gone on over
+#: her reply, lost: 7 to 20 dB of them, and Whisper heard none)
+LEFT_OF_HER_DB = -30.0
 
 
 def make_canceller(kind: str = "speex") -> Canceller:
@@ -111,8 +116,9 @@ class LearningCanceller:
     AEC3 takes her echo away within half a second but also most of a person talking over her;
     speexdsp's adaptive filter lets the person through but needs several seconds of her voice to
     learn the room. Both run on every frame; the output is AEC3's until speexdsp has
-    taken `LEARNT_ERLE_DB` away over a stretch of her voice and stopped getting better, and
-    speexdsp's from then on (again AEC3's after `reset`, a new device)."""
+    taken `LEARNT_ERLE_DB` away over a stretch of her voice (or leaves less than `LEFT_OF_HER_DB` of
+    it: a microphone that hardly hears her) and stopped getting better, and speexdsp's from then on
+    (again AEC3's after `reset`, a new device)."""
 
     def __init__(self, first: Canceller, learner: Canceller) -> None:
         self.first, self.learner = first, learner
@@ -121,6 +127,8 @@ class LearningCanceller:
         self._frames = 0
         self._stream_delay_ms = 0
         self._last_erle_db = 0.0  # at the last look, SETTLE_FRAMES frames of her voice ago
+        #: what speexdsp left of her voice per unit of her level, over her last frames
+        self._left: collections.deque[float] = collections.deque(maxlen=SETTLE_FRAMES)
 
     @property
     def stream_delay_ms(self) -> int:
@@ -137,15 +145,22 @@ class LearningCanceller:
         if self.learnt:
             return learnt
         quick = self.first.process(near, far)
-        if _rms(far) >= FAR_ACTIVE_RMS:
-            erle = 10 * math.log10((_rms(near) ** 2 + 1) / (_rms(learnt) ** 2 + 1))
+        far_rms = _rms(far)
+        if far_rms >= FAR_ACTIVE_RMS:
+            left_rms = _rms(learnt)
+            erle = 10 * math.log10((_rms(near) ** 2 + 1) / (left_rms ** 2 + 1))
             self._erle_db += 0.1 * (erle - self._erle_db)  # ≈ 0.8 s of her voice
+            self._left.append(left_rms / far_rms)
             self._frames += 1
             if self._frames % SETTLE_FRAMES == 0:
-                log.debug("echo cancellation: speexdsp learning, %.1f dB", self._erle_db)
-                if self._erle_db >= LEARNT_ERLE_DB and self._erle_db - self._last_erle_db < SETTLED_DB:
+                left_db = 20 * math.log10(float(np.median(self._left)) + 1e-6)
+                log.debug("echo cancellation: speexdsp learning, %.1f dB (%.0f dB of her voice left)",
+                          self._erle_db, left_db)
+                if (self._erle_db >= LEARNT_ERLE_DB or left_db <= LEFT_OF_HER_DB) \
+                        and self._erle_db - self._last_erle_db < SETTLED_DB:
                     self.learnt = True
-                    log.info("echo cancellation: speexdsp has learnt the room (%.0f dB)", self._erle_db)
+                    log.info("echo cancellation: speexdsp has learnt the room (%.0f dB taken away, "
+                             "%.0f dB of her voice left)", self._erle_db, left_db)
                 self._last_erle_db = self._erle_db
         return quick
 
@@ -154,6 +169,7 @@ class LearningCanceller:
         self.first.reset()
         self.learner.reset()
         self.learnt, self._erle_db, self._last_erle_db = False, 0.0, 0.0
+        self._left.clear()
 
 
 def webrtc_canceller(stream_delay_ms: int = 0) -> Canceller:
@@ -298,6 +314,9 @@ class EchoFilter:
         self._levels: collections.deque[tuple[float, float]] = collections.deque(maxlen=25)
         #: cleaned level / far-end level of recent frames she spoke in, for `residual_ratio`
         self._residuals: collections.deque[float] = collections.deque(maxlen=RESIDUAL_FRAMES)
+        #: microphone level / far-end level of recent frames she spoke in (before cancelling): how
+        #: loud the microphone hears her
+        self._heard: collections.deque[float] = collections.deque(maxlen=RESIDUAL_FRAMES)
         # Set when the reference is realigned (the echo path moved): what cancelling left of her
         # voice before no longer holds, and until it is measured again it may be as loud as a person.
         self._remeasuring = False
@@ -323,11 +342,16 @@ class EchoFilter:
         self._levels.append((out_rms, far_rms))
         if far_rms >= FAR_ACTIVE_RMS:
             self._residuals.append(out_rms / far_rms)
+            self._heard.append(near_rms / far_rms)
             self._remeasuring = self._remeasuring and len(self._residuals) < RESIDUAL_MIN_FRAMES
             if near_rms > 0:
                 erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
                 self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
-        self._measure_delay(far, near, far_rms)
+            # A microphone that doesn't hear her has no echo delay: all a second of her voice
+            # correlates with is someone talking over her (176-355 ms measured, each realignment
+            # keeping a person going on over her unheard until her residual was measured again).
+            if self._hears_her():
+                self._measure_delay(far, near, far_rms)
         if self.counters.processed % 25 == 0:
             log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",
                       self.erle_db, None if self.delay_ms is None else round(self.delay_ms),
@@ -371,9 +395,18 @@ class EchoFilter:
             return None
         return float(np.median(self._residuals))
 
+    def _hears_her(self) -> bool:
+        """Does the microphone hear her voice at all: louder than `LEFT_OF_HER_DB` under her own
+        level, before cancelling, in the quietest tenth of her recent frames (someone talking
+        over her, even most of the time, only adds to the rest)? True until measured."""
+        if len(self._heard) < RESIDUAL_MIN_FRAMES:
+            return True
+        return float(np.percentile(self._heard, 10)) > 10 ** (LEFT_OF_HER_DB / 20)
+
     def reset(self) -> None:
         """Start over (a new microphone or speaker)."""
         self._residuals.clear()
+        self._heard.clear()
         self._remeasuring = False
         with self._lock:
             self.canceller.reset()
