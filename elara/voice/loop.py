@@ -526,8 +526,11 @@ class VoiceLoop:
             # after a gap in her voice that can be her own (each drop would start her again, and
             # again, never long enough for the canceller to relearn).
             near, far = parts.echo.recent_levels(1)
-            is_speech = parts.echo.settled(frame.captured_at) and is_speech_over_her(
-                near, far, parts.echo.erle_db, parts.echo.residual_ratio())
+            settled, residual = parts.echo.settled(frame.captured_at), parts.echo.residual_ratio()
+            is_speech = settled and is_speech_over_her(near, far, parts.echo.erle_db, residual)
+            log.debug("going on? speech (%.2f) at level %.0f over hers %.0f (left of her: %s, "
+                      "settled: %s): %s", probability, near, far,
+                      "unmeasured" if residual is None else f"{residual:.3f}", settled, is_speech)
         elif is_speech and self.state == d.SPEAKING:
             is_speech = False  # her own voice, uncancelled, is all the microphone may hear
         seen = go_on.watch.feed(frame.captured_at, frame.duration, is_speech)
@@ -1078,8 +1081,11 @@ _HER_WORDS_SECONDS = 3.0
 _HER_WAKE_SIMILARITY = 0.8
 
 
-#: of a pause the person went on after, what Whisper hears: enough to read as a pause
-_PAUSE_KEPT_FRAMES = 5
+#: of a pause the person went on after, what Whisper hears beyond the words' own tail: the more,
+#: the more often tiny.en ends at the pause ("How far is it from Paris?" for "… Paris … to
+#: Berlin?"); scripts/bench_going_on.py read on past it in 136 / 136 / 135 / 126 of 140 questions
+#: with 0 / 1 / 2 / 5 frames, 127 with the whole pause
+_PAUSE_KEPT_FRAMES = 1
 
 
 def _shorten_pause(frames: list[AudioFrame], origin: int, words_end: float, resumed: int) -> list[AudioFrame]:
