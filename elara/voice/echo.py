@@ -348,7 +348,7 @@ class EchoFilter:
                 erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
                 self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
             # A microphone that doesn't hear her has no echo delay: all a second of her voice
-            # correlates with is someone talking over her (176-355 ms measured, each realignment
+            # correlates with is someone talking over her (28-355 ms measured, each realignment
             # keeping a person going on over her unheard until her residual was measured again).
             if self._hears_her():
                 self._measure_delay(far, near, far_rms)
