@@ -17,7 +17,6 @@ past the pause: more words than were said before it.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -28,16 +27,15 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "scripts"), str(REPO)]
 
 import voice_clips  # noqa: E402
 from bench_turn import QUESTIONS, speak  # noqa: E402
-from bench_voice import VOICES  # noqa: E402
+from bench_voice import _WORDS, VOICES  # noqa: E402
 
-from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, AudioFrame  # noqa: E402
+from elara.audio.frames import FRAME_SECONDS  # noqa: E402
 from elara.config import load_settings  # noqa: E402
 from elara.voice import loop  # noqa: E402
 from elara.voice.engines import transcriber  # noqa: E402
 from elara.voice.models import resolve_whisper  # noqa: E402
 from elara.voice.vad import create_vad  # noqa: E402
 
-_WORDS = re.compile(r"[a-z0-9']+")
 PAUSES_MS = (600, 1200)
 TAIL_FRAMES = 1  # the segmenter's tail after the last speech: min(EarlyStartMs, EndSilenceMs) = 80 ms
 GONE_ON_FRAMES = 3  # speech frames in a row when the going-on is heard (MinSpeechMs 200)
@@ -63,8 +61,7 @@ def main() -> int:
                 clip = voice_clips.concat(voice_clips.silence(0.3), speak(source, first, rest, pause),
                                           voice_clips.silence(1.0))
                 vad = create_vad("silero")
-                frames = [AudioFrame(clip[i:i + FRAME_SAMPLES], (i + FRAME_SAMPLES) / 16000)
-                          for i in range(0, len(clip) - FRAME_SAMPLES + 1, FRAME_SAMPLES)]
+                frames = list(voice_clips.frames(clip))
                 speech = "".join("1" if vad.speech_probability(f) >= 0.5 else "0" for f in frames)
                 try:
                     end = speech.index("000", speech.index("1"))  # the words so far end here
@@ -89,7 +86,7 @@ def main() -> int:
     print("| of the pause, Whisper hears (beyond the words' 80 ms tail) | read on past the pause |")
     print("| --- | ---: |")
     for kept in args.kept:
-        label = "all of it" if kept is None else f"{kept} frame{'s' if kept != 1 else ''} ({kept * 80} ms)"
+        label = "all of it" if kept is None else f"{kept} frame{'s' if kept != 1 else ''} ({kept * FRAME_SECONDS * 1000:.0f} ms)"
         print(f"| {label} | {read_on[kept]}/{asked} |")
     for kept in args.kept:
         for miss in misses[kept]:
