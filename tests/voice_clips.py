@@ -52,6 +52,15 @@ def _cached(kind: str, *key: object) -> Path:
     return cache_dir() / f"{kind}-{digest}.wav"
 
 
+def _store(path: Path, samples: np.ndarray) -> None:
+    """Write a clip to the cache whole or not at all: two benches sharing a cache (ELARA_CLIP_CACHE)
+    may make the same clip at once, and neither must read the other's half-written file."""
+    with tempfile.NamedTemporaryFile(dir=cache_dir(), suffix=".wav", delete=False) as tmp:
+        partial = Path(tmp.name)
+    write_wav(partial, samples)
+    os.replace(partial, path)
+
+
 # ---------------------------------------------------------------------------------------------
 # WAV files and resampling
 
@@ -127,7 +136,7 @@ def _piper(text: str, length_scale: float) -> np.ndarray:
     # Piper normalises to full scale; bring it down to a plausible microphone level (≈ -6 dBFS peak).
     native = (native.astype(np.float64) * 0.5).astype(np.int16)
     samples = resample(native, voice.config.sample_rate, SAMPLE_RATE)
-    write_wav(path, samples)
+    _store(path, samples)
     return samples
 
 
@@ -143,16 +152,16 @@ def _espeak(text: str, voice: str, speed: int, pitch: int) -> np.ndarray:
         return read_wav(path)[0]
     if not shutil.which("espeak-ng"):
         raise RuntimeError("espeak-ng is not installed (scripts/setup installs it)")
-    raw = path.with_suffix(".raw.wav")
-    subprocess.run(
-        ["espeak-ng", "-w", str(raw), "-s", str(speed), "-p", str(pitch), "-v", voice, text],
-        check=True,
-        capture_output=True,
-    )
-    native, rate = read_wav(raw)
-    raw.unlink()
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        raw = Path(tmp) / "raw.wav"
+        subprocess.run(
+            ["espeak-ng", "-w", str(raw), "-s", str(speed), "-p", str(pitch), "-v", voice, text],
+            check=True,
+            capture_output=True,
+        )
+        native, rate = read_wav(raw)
     samples = resample(native, rate, SAMPLE_RATE)
-    write_wav(path, samples)
+    _store(path, samples)
     return samples
 
 
@@ -163,13 +172,13 @@ def _espeak_ssml(ssml: str, voice: str, speed: int) -> np.ndarray:
         return read_wav(path)[0]
     if not shutil.which("espeak-ng"):
         raise RuntimeError("espeak-ng is not installed (scripts/setup installs it)")
-    raw = path.with_suffix(".raw.wav")
-    subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-s", str(speed), "-v", voice, ssml],
-                   check=True, capture_output=True)
-    native, rate = read_wav(raw)
-    raw.unlink()
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        raw = Path(tmp) / "raw.wav"
+        subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-s", str(speed), "-v", voice, ssml],
+                       check=True, capture_output=True)
+        native, rate = read_wav(raw)
     samples = resample(native, rate, SAMPLE_RATE)
-    write_wav(path, samples)
+    _store(path, samples)
     return samples
 
 
