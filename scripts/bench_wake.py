@@ -454,9 +454,41 @@ NEGATIVE_PLAN = (
 MUSIC_MINUTES = 5.0
 
 
-def build_negatives(scale: float) -> tuple[np.ndarray, list[Segment]]:
-    """One long stream without the wake phrase: many voices and kinds of text, noise, music, silence."""
-    rng = np.random.default_rng(1234)  # fixed, so every run builds the same stream (pauses, noise levels)
+def negative_texts(seed: int, scale: float) -> dict[str, list[str]]:
+    """The sentences of each category of the negative stream. Seed 0 is the stream the README's
+    figures were measured on (a long one runs out of text in places). Any other seed draws other
+    news and names, shuffles the fixed lists into another order and repeats them as often as
+    `scale` needs (each pass shuffled anew), so streams of different seeds are independent draws."""
+    license_text = license_sentences(Path("/usr/share/common-licenses/GPL-3"))
+    if seed == 0:
+        return {
+            "news": news_sentences(2000, 1), "conversation": list(CONVERSATION) * 20,
+            "names": name_sentences(600, 2), "sound-alikes": sound_alike_sentences() * 3,
+            "license text": license_text,
+            "speech over music": [s for pair in zip(news_sentences(300, 3), CONVERSATION * 8) for s in pair],
+            NOT_COUNTED: list(JARVIS_ALONE) * 10,
+        }
+    rng = np.random.default_rng(seed)
+    passes = max(1, int(np.ceil(scale)))
+
+    def shuffled(items: list[str] | tuple[str, ...], times: int) -> list[str]:
+        return [items[i] for _ in range(times) for i in rng.permutation(len(items))]
+
+    return {
+        "news": news_sentences(2000 * passes, 1 + 1000 * seed), "conversation": shuffled(CONVERSATION, 20 * passes),
+        "names": name_sentences(600 * passes, 2 + 1000 * seed),
+        "sound-alikes": shuffled(sound_alike_sentences(), 3 * passes),
+        "license text": shuffled(license_text, 2 * passes),
+        "speech over music": [s for pair in zip(news_sentences(300 * passes, 3 + 1000 * seed),
+                                                shuffled(CONVERSATION, 8 * passes)) for s in pair],
+        NOT_COUNTED: shuffled(JARVIS_ALONE, 10 * passes),
+    }
+
+
+def build_negatives(scale: float, seed: int = 0) -> tuple[np.ndarray, list[Segment]]:
+    """One long stream without the wake phrase: many voices and kinds of text, noise, music, silence.
+    Another `seed` builds an independent stream of the same recipe (`negative_texts`)."""
+    rng = np.random.default_rng(1234 + seed)  # fixed, so every run builds the same stream (pauses, noise levels)
     parts: list[np.ndarray] = []
     segments: list[Segment] = []
     position = 0.0
@@ -469,14 +501,8 @@ def build_negatives(scale: float) -> tuple[np.ndarray, list[Segment]]:
         segments.append(Segment(position, position + duration, category, label, text))
         position += duration
 
-    texts = {
-        "news": news_sentences(2000, 1), "conversation": list(CONVERSATION) * 20,
-        "names": name_sentences(600, 2), "sound-alikes": sound_alike_sentences() * 3,
-        "license text": license_sentences(Path("/usr/share/common-licenses/GPL-3")),
-        "speech over music": [s for pair in zip(news_sentences(300, 3), CONVERSATION * 8) for s in pair],
-        NOT_COUNTED: list(JARVIS_ALONE) * 10,
-    }
-    backgrounds = [music(30, style, seed) for seed, style in enumerate(("chords", "melody", "beat") * 2)]
+    texts = negative_texts(seed, scale)
+    backgrounds = [music(30, style, k + 1000 * seed) for k, style in enumerate(("chords", "melody", "beat") * 2)]
     for category, espeak_minutes, piper_minutes in NEGATIVE_PLAN:
         for engine, minutes in (("espeak", espeak_minutes * scale), ("piper", piper_minutes * scale)):
             if engine == "espeak":
@@ -490,7 +516,7 @@ def build_negatives(scale: float) -> tuple[np.ndarray, list[Segment]]:
                 if spoken >= minutes * 60:
                     break
                 counter += 1
-                source = voices[(i + i // len(voices)) % len(voices)]  # shifts, so voice and text pair anew
+                source = voices[(i + i // len(voices) + seed) % len(voices)]  # shifts, so voice and text pair anew
                 samples = speak(source, sentence)
                 spoken += len(samples) / SAMPLE_RATE
                 label = source_name(source)
@@ -501,14 +527,14 @@ def build_negatives(scale: float) -> tuple[np.ndarray, list[Segment]]:
                     label += f", music {snr} dB below"
                 elif i % 4 == 3:  # every fourth sentence over background noise, as a room with a fan
                     color, snr = ("white", "pink", "brown")[i // 4 % 3], (20, 10)[i // 12 % 2]
-                    samples = with_noise(samples, snr, color=color, seed=counter)
+                    samples = with_noise(samples, snr, color=color, seed=counter + 10**6 * seed)
                     label += f", {color} noise {snr} dB"
                 add(samples, category, label, sentence)
                 add(silence(float(rng.uniform(0.3, 1.2))), "silence", "pause")
                 if i % 10 == 9:  # a stretch of noise alone: no speech, still audio
                     color = ("pink", "white", "brown")[i // 10 % 3]
                     seconds, level = rng.uniform(3, 6), rng.uniform(-45, -25)
-                    add(noise(seconds, dbfs=level, color=color, seed=counter), "noise",
+                    add(noise(seconds, dbfs=level, color=color, seed=counter + 10**6 * seed), "noise",
                         f"{color} noise {level:.0f} dBFS")
                 if i % 25 == 24:
                     add(silence(5.0), "silence", "silence")
@@ -517,19 +543,20 @@ def build_negatives(scale: float) -> tuple[np.ndarray, list[Segment]]:
     while music_seconds < MUSIC_MINUTES * 60 * scale:
         style = ("chords", "melody", "beat")[k % 3]
         seconds = float(rng.uniform(20, 40))
-        add(music(seconds, style, seed=100 + k, dbfs=float(rng.uniform(-30, -15))), "music", f"music: {style}")
+        add(music(seconds, style, seed=100 + k + 1000 * seed, dbfs=float(rng.uniform(-30, -15))), "music",
+            f"music: {style}")
         add(silence(float(rng.uniform(0.5, 2.0))), "silence", "pause")
         music_seconds, k = music_seconds + seconds, k + 1
     return np.concatenate(parts), segments
 
 
-def cached_negatives(cache: Path, scale: float) -> tuple[np.ndarray, list[Segment]]:
+def cached_negatives(cache: Path, scale: float, seed: int = 0) -> tuple[np.ndarray, list[Segment]]:
     """The negative stream from the cache, built and stored on first use."""
-    stem = f"negatives-v{BENCH_VERSION}-x{scale:g}"
+    stem = f"negatives-v{BENCH_VERSION}-x{scale:g}" + (f"-seed{seed}" if seed else "")
     wav, meta = cache / f"{stem}.wav", cache / f"{stem}.json"
     if wav.exists() and meta.exists():
         return read_wav(wav)[0], [Segment(**s) for s in json.loads(meta.read_text(encoding="utf-8"))]
-    stream, segments = build_negatives(scale)
+    stream, segments = build_negatives(scale, seed)
     write_wav(wav, stream)
     meta.write_text(json.dumps([asdict(s) for s in segments]), encoding="utf-8")
     return stream, segments

@@ -15,7 +15,7 @@ odds, the older transcript match): one table of rules over the same windows. It 
 may differ a little from the live figure above it.
 
     .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0] [--rules]
-        [--confirm-before SECONDS] [--negative-scale 3]
+        [--confirm-before SECONDS] [--negative-scale 3] [--negative-seed 1] [--keep-windows FILE.npz]
 """
 
 from __future__ import annotations
@@ -64,6 +64,35 @@ class Asked:
     check: PhraseCheck
 
 
+class Recorder:
+    """Wraps the daemon's confirmer and keeps every window it is asked about in the negative
+    stream, with what it decided, so another check can decide the same windows later."""
+
+    def __init__(self, confirmer: Callable[[np.ndarray, str, bool], bool]) -> None:
+        self.confirmer = confirmer
+        self.now = 0.0
+        self.on = False
+        self.windows: list[np.ndarray] = []
+        self.at: list[float] = []
+        self.confident: list[bool] = []
+        self.decided: list[bool] = []
+
+    def __call__(self, audio: np.ndarray, name: str, confident: bool = False) -> bool:
+        decided = self.confirmer(audio, name, confident)
+        if self.on:
+            self.windows.append(np.asarray(audio, dtype=np.int16).copy())
+            self.at.append(self.now - CONFIRM_AFTER_FRAMES * bw.FRAME_SECONDS)
+            self.confident.append(confident)
+            self.decided.append(decided)
+        return decided
+
+    def save(self, path: Path) -> None:
+        """The windows and their decisions as one .npz file."""
+        arrays = {f"w{i}": w for i, w in enumerate(self.windows)}
+        np.savez_compressed(path, at=np.array(self.at), confident=np.array(self.confident),
+                            decided=np.array(self.decided), **arrays)
+
+
 class Keeper:
     """A confirmer that keeps each window with Whisper's phrase check of it and never wakes, so the
     detector goes on as if every doubtful score were turned down."""
@@ -80,15 +109,22 @@ class Keeper:
         return False
 
 
-def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper | None = None) -> list[float]:
-    """Feed a clip from a fresh state; the time of each wake."""
+def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper | Recorder | None = None,
+               peaks: list[float] | None = None, span: tuple[float, float] | None = None) -> list[float]:
+    """Feed a clip from a fresh state; the time of each wake. With `peaks` and `span`, the highest
+    score within the span (and the tolerance after it) is appended to `peaks`."""
     detector.reset()
     found = []
+    peak = 0.0
     for frame in frames(samples):
         if keeper is not None:
             keeper.now = frame.captured_at
         if (hit := detector.process(frame)) is not None:
             found.append(hit.at)
+        if span is not None and span[0] <= frame.captured_at <= span[1] + bw.TOLERANCE:
+            peak = max(peak, detector.last_scores.get(bw.WAKE_MODEL, 0.0))
+    if peaks is not None:
+        peaks.append(peak)
     return found
 
 
@@ -170,6 +206,10 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE")
     parser.add_argument("--negative-scale", type=float, default=1.0,
                         help="bench_wake's negative stream at this scale (1 ≈ 1.4 h; built and cached on first use)")
+    parser.add_argument("--negative-seed", type=int, default=0,
+                        help="another seed builds an independent negative stream of the same recipe")
+    parser.add_argument("--keep-windows", type=Path, default=None, metavar="FILE.npz",
+                        help="keep every window checked in the negative stream, and the decision")
     parser.add_argument("--rules", action="store_true", help="also decide the asked windows by other rules")
     parser.add_argument("--confirm-before", type=float, default=wake_module.CONFIRM_BEFORE_SECONDS,
                         metavar="SECONDS", help="audio before the crossing that Whisper checks (default: %(default)s)")
@@ -180,18 +220,29 @@ def main() -> int:
     wake = settings.wake_word
     detector = load_wake(settings, verifiers=False)
     transcriber = load_transcriber(settings) if wake.confirm_from > 0 else None
+    recorder = None
     if transcriber is not None:
         wire_wake_check(detector, settings, transcriber)
+        if args.keep_windows is not None and detector.confirmer is not None:
+            recorder = Recorder(detector.confirmer)
+            detector.confirm_with(recorder)
     started = time.monotonic()
     positives = bw.build_positives()
-    stream, segments = bw.cached_negatives(args.cache, args.negative_scale)
+    stream, segments = bw.cached_negatives(args.cache, args.negative_scale, args.negative_seed)
     bw.log("positives")
-    found = [any(c.span[0] <= at <= c.span[1] + bw.TOLERANCE for at in detections(detector, c.samples))
+    peaks: list[float] = []
+    found = [any(c.span[0] <= at <= c.span[1] + bw.TOLERANCE
+                 for at in detections(detector, c.samples, peaks=peaks, span=c.span))
              for c in positives]
     asked_positive = detector.confirmations["asked"]
     bw.log("negatives")
     before = dict(detector.confirmations)
-    fired = detections(detector, stream)
+    if recorder is not None:
+        recorder.on = True
+    fired = detections(detector, stream, recorder)
+    if recorder is not None:
+        recorder.on = False
+        recorder.save(args.keep_windows)
     asked = detector.confirmations["asked"] - before["asked"]
     # Reuse bench_wake's accounting: a trace that is 1 at each wake frame and 0 elsewhere.
     trace = np.zeros(int(len(stream) / bw.SAMPLE_RATE / bw.FRAME_SECONDS), dtype=np.float32)
@@ -219,6 +270,9 @@ def main() -> int:
     print(bw.table(["group", "recall"], [[k, bw.rate(sum(v), len(v))] for k, v in groups.items()]))
     for _, seg in ordinary:
         print(f"- false wake: {seg.category}: {bw.excerpt(seg, seg.end)}")
+    for clip, ok, peak in zip(positives, found, peaks, strict=True):
+        if not ok:
+            print(f"- missed: {clip.source}, {clip.layout}, {clip.noise}: highest score {peak:.4f}")
     if args.rules and transcriber is not None:
         bw.log("the rules' pass")
         checker = transcriber.with_beam_size(wake.confirm_beam_size)  # as transcript_confirmer makes it

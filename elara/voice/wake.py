@@ -259,6 +259,11 @@ class WakeWordDetector:
         self._candidate = None
 
     @property
+    def confirmer(self) -> Confirmer | None:
+        """What confirms checked wakes (`confirm_with`), or None."""
+        return self._confirmer
+
+    @property
     def verified(self) -> list[str]:
         """The wake words a per-user verifier checks."""
         return list(self._verifiers)
