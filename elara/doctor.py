@@ -256,12 +256,13 @@ def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
 def check_listening(settings: Settings) -> Check:
     """The wake word and Whisper load as configured (thresholds, gate, verifiers, beam, language)."""
     from elara.runtime import read_again
-    from elara.voice.engines import load_transcriber, load_wake, verifier_paths
+    from elara.voice.engines import load_second_check, load_transcriber, load_wake, verifier_paths
 
     wake = settings.wake_word
     try:
         detector = load_wake(settings)
         transcriber = load_transcriber(settings)
+        second = load_second_check(settings)
     except ElaraError as exc:
         return failed(LISTENING, str(exc), "fix the WakeWord or SpeechToText setting the message names "
                       "(`elara config check`), or enroll again with `elara wake enroll`")
@@ -275,7 +276,9 @@ def check_listening(settings: Settings) -> Check:
         detail += "no verifier (optional: `elara wake enroll` trains one for your voice); "
     if wake.confirm_from > 0:
         detail += (f"Whisper checks scores from {wake.confirm_from:g} (beam {wake.confirm_beam_size})"
-                   + (f", those from {wake.threshold:g} too" if wake.confirm_confident else "") + "; ")
+                   + (f", those from {wake.threshold:g} too" if wake.confirm_confident else "")
+                   + (f", Whisper {wake.confirm_second_model} reading again what it turns down"
+                      if second is not None else "") + "; ")
     again = read_again(transcriber, settings.speech_to_text.read_again_beam_size)
     detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
                f"beam {transcriber.beam_size}"

@@ -38,7 +38,7 @@ from elara.timers import TimerBook
 from elara.voice.denoise import NoiseSuppressor
 from elara.voice.echo import CANCELLER_NEEDS, EchoFilter, make_canceller
 from elara.voice.endpoint import Segmenter
-from elara.voice.engines import load_speech_to_text, load_text_to_speech, load_wake
+from elara.voice.engines import load_second_check, load_speech_to_text, load_text_to_speech, load_wake
 from elara.voice.loop import FrameSource, SpeechToText, VoiceParts
 from elara.voice.remote import FailoverSynthesizer, FailoverTranscriber, parse_engine
 from elara.voice.speech import SpeechSink, Synthesizer
@@ -50,6 +50,7 @@ from elara.voice.vad import VoiceActivity, create_vad
 from elara.voice.wake import (
     CONFIDENT_LOG_ODDS,
     CONFIRM_LOG_ODDS,
+    SECOND_LOG_ODDS,
     WakeWordDetector,
     names_wake_word,
     phrase_confirmed,
@@ -68,6 +69,9 @@ SOURCES: dict[str, Callable[[Settings], object]] = {
     "memory": lambda s: (s.memory, s.context, s.language_model, s.personalities),
     "wake": lambda s: s.wake_word,
     "vad": lambda s: s.listening.vad,
+    "second_check": lambda s: (s.wake_word.confirm_second_model, s.wake_word.confirm_from > 0,
+                               s.wake_word.confirm_beam_size, s.speech_to_text.model,
+                               s.speech_to_text.window_seconds, s.speech_to_text.no_speech_threshold),
     "transcriber": lambda s: (s.speech_to_text.model, s.speech_to_text.language,
                               s.speech_to_text.beam_size, s.speech_to_text.window_seconds,
                               s.speech_to_text.no_speech_threshold, s.speech_to_text.engine,
@@ -99,6 +103,7 @@ class Runtime:
     vad: VoiceActivity
     transcriber: Transcriber | FailoverTranscriber
     synthesizer: PiperSynthesizer | FailoverSynthesizer
+    second_check: Transcriber | None  # WakeWord.ConfirmSecondModel
     microphone: Microphone
     speaker: Speaker
     echo: EchoFilter | None
@@ -131,9 +136,10 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             return getattr(previous, part)
         return None
 
-    wake, transcriber, synthesizer = await asyncio.gather(
+    wake, transcriber, synthesizer, second_check = await asyncio.gather(
         _load(reused("wake"), load_wake, settings), _load(reused("transcriber"), load_speech_to_text, settings),
-        _load(reused("synthesizer"), load_text_to_speech, settings))
+        _load(reused("synthesizer"), load_text_to_speech, settings),
+        _load(reused("second_check"), load_second_check, settings))
     opened: list[Callable[[], Awaitable[None]]] = []  # undone if a later part fails
     try:
         microphone = reused("microphone")
@@ -167,7 +173,7 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
             await close()
         raise
     # The wake word and Whisper may each be reused or new: the check is wired afresh every time.
-    wire_wake_check(wake, settings, transcriber)
+    wire_wake_check(wake, settings, transcriber, second_check)
     vad = reused("vad") or create_vad(settings.listening.vad)
     echo = reused("echo") if settings.audio.echo_cancellation else None
     if echo is None and settings.audio.echo_cancellation:
@@ -185,15 +191,15 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
                         microphone=microphone, echo=echo, stop_words=settings.audio.stop_without_wake_word)
     rooms = await _build_rooms(settings, store, previous, llm=llm, memory=memory, monitor=monitor,
                                transcriber=transcriber, synthesizer=synthesizer, book=book, alarms=alarms,
-                               clock=clock)
+                               clock=clock, second_check=second_check)
     if previous is not None:
         for key in RESTART_ONLY:
             if getattr(settings.context, key) != getattr(previous.settings.context, key):
                 log.warning("Context.%s changed: it takes effect when Elara restarts",
                             "".join(w.title() for w in key.split("_")))
     return Runtime(settings=settings, store=store, llm=llm, memory=memory, monitor=monitor, wake=wake,
-                   vad=vad, transcriber=transcriber, synthesizer=synthesizer, microphone=microphone,
-                   speaker=speaker, echo=echo, voice=voice, timers=book, announcer=announcer, alarms=alarms,
+                   vad=vad, transcriber=transcriber, synthesizer=synthesizer, second_check=second_check,
+                   microphone=microphone, speaker=speaker, echo=echo, voice=voice, timers=book, announcer=announcer, alarms=alarms,
                    model_watch=model_watch, rooms=rooms)
 
 
@@ -243,7 +249,8 @@ def read_again(transcriber: SpeechToText, beam_size: int) -> Transcriber | None:
 async def _build_rooms(settings: Settings, store: ConversationStore, previous: Runtime | None, *,
                        llm: Provider, memory: Memory, monitor: wiring.ContextMonitor,
                        transcriber: SpeechToText, synthesizer: Synthesizer, book: TimerBook,
-                       alarms: Alarms, clock: Callable[[], float]) -> tuple[Room, ...]:
+                       alarms: Alarms, clock: Callable[[], float],
+                       second_check: Transcriber | None = None) -> tuple[Room, ...]:
     """Each satellite's room: its link and speaker (kept across reloads) and fresh voice parts over
     the shared engines, store and memory. Satellites added or removed take effect at restart."""
     if previous is not None:
@@ -268,7 +275,7 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
     audio = dataclasses.replace(settings.audio, barge_in=False)
     rooms = []
     for (link, speaker, announcer, old), wake in zip(links, wakes):
-        wire_wake_check(wake, settings, transcriber)
+        wire_wake_check(wake, settings, transcriber, second_check)
         speech = SpeechSink(synthesizer, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words,
                             monotonic=clock)
         alarms.add_room(link.name, announcer)
@@ -298,13 +305,16 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
         await old.llm.aclose()
 
 
-def wire_wake_check(wake: WakeWordDetector, settings: Settings, transcriber: SpeechToText) -> None:
-    """Give the wake word its check as the settings ask (`WakeWord.ConfirmFrom` 0: none). Confident
-    scores are checked only where a local Whisper can read the phrase: a remote transcript alone
-    can't, so there they wake at once."""
+def wire_wake_check(wake: WakeWordDetector, settings: Settings, transcriber: SpeechToText,
+                    second: Transcriber | None = None) -> None:
+    """Give the wake word its check as the settings ask (`WakeWord.ConfirmFrom` 0: none), with
+    `second` (`WakeWord.ConfirmSecondModel`) reading again what the first reading turns down.
+    Confident scores are checked only where a local Whisper can read the phrase: a remote
+    transcript alone can't, so there they wake at once."""
     check = settings.wake_word
     wake.confirm_confident = check.confirm_confident and _local_whisper(transcriber) is not None
-    wake.confirm_with(transcript_confirmer(transcriber, check.confirm_beam_size, clean=_check_cleaner())
+    wake.confirm_with(transcript_confirmer(transcriber, check.confirm_beam_size, clean=_check_cleaner(),
+                                           second=second)
                       if check.confirm_from > 0 else None)
 
 
@@ -322,18 +332,23 @@ def _local_whisper(transcriber: SpeechToText) -> Transcriber | None:
 
 def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None, *,
                          clean: Callable[[np.ndarray], np.ndarray] | None = None,
+                         second: Transcriber | None = None,
                          ) -> Callable[[np.ndarray, str, bool], bool]:
     """Confirms a wake when Whisper reads the wake phrase into the audio (`phrase_confirmed`; a
     confident score by the looser CONFIDENT_LOG_ODDS), with `beam_size` (`WakeWord.ConfirmBeamSize`;
     None: the transcriber's own), through `clean` when given. The check needs Whisper's token
     scores, so a remote engine's local stand-in makes it; a remote engine alone is asked for a
     transcript that must name the wake word, and only about doubtful scores. A confident score
-    nobody could check wakes."""
+    nobody could check wakes. What the local reading turns down, `second` (another Whisper model)
+    reads again, by the stricter SECOND_LOG_ODDS: a window tiny.en mishears in noise or an accent
+    ("Good job, Beast."), base often reads as the phrase."""
     local = _local_whisper(transcriber)
     if local is not None and beam_size is not None and beam_size != local.beam_size:
         local = local.with_beam_size(beam_size)
     if local is not None and clean is not None:
         local = local.cleaned_by(clean)
+    if second is not None and clean is not None:
+        second = second.cleaned_by(clean)
 
     def confirm(audio: np.ndarray, name: str, confident: bool = False) -> bool:
         if confident and local is None:
@@ -343,9 +358,16 @@ def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None
                 check = local.check_phrase(audio, spoken_wake_phrase(name))
                 log.debug("the wake check heard %r, and %r when told (log odds %.2f)",
                           check.heard, check.prompted, check.log_odds)
-                if confident:  # the model is sure of the phrase: the check need only not contradict the name
-                    return phrase_confirmed(check, name, CONFIDENT_LOG_ODDS, whole=False)
-                return phrase_confirmed(check, name, CONFIRM_LOG_ODDS)
+                # a confident score: the check need only not contradict the name
+                if (phrase_confirmed(check, name, CONFIDENT_LOG_ODDS, whole=False) if confident
+                        else phrase_confirmed(check, name, CONFIRM_LOG_ODDS)):
+                    return True
+                if second is None:
+                    return False
+                again = second.check_phrase(audio, spoken_wake_phrase(name))
+                log.debug("the second wake check heard %r, and %r when told (log odds %.2f)",
+                          again.heard, again.prompted, again.log_odds)
+                return phrase_confirmed(again, name, SECOND_LOG_ODDS, whole=not confident)
             transcript = transcriber.transcribe(audio)
         except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed; a confident one stands
             log.warning("could not check a %s wake: %s", "confident" if confident else "doubtful", exc)

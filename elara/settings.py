@@ -186,6 +186,8 @@ class WakeWordSettings:
     confirm_confident: bool = setting("ConfirmConfident")
     # the beam a local Whisper checks a wake with
     confirm_beam_size: int = setting("ConfirmBeamSize", min=1, max=10)
+    # a second Whisper model that reads again what the first check turned down (null: none)
+    confirm_second_model: str | None = setting("ConfirmSecondModel")
     # per-user verifiers (`elara wake enroll`); relative paths are under the config directory
     verifiers: tuple[str, ...] = setting("Verifiers")
 

@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +41,9 @@ import bench_wake as bw  # noqa: E402
 from voice_clips import frames  # noqa: E402
 
 from elara.config import load_settings  # noqa: E402
-from elara.runtime import wire_wake_check  # noqa: E402
+from elara.runtime import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check  # noqa: E402
 from elara.voice import wake as wake_module  # noqa: E402
-from elara.voice.engines import load_transcriber, load_wake  # noqa: E402
+from elara.voice.engines import load_second_check, load_transcriber, load_wake  # noqa: E402
 from elara.voice.stt import PhraseCheck, Transcriber  # noqa: E402
 from elara.voice.wake import (  # noqa: E402
     CONFIRM_AFTER_FRAMES,
@@ -88,9 +89,9 @@ class Recorder:
 
     def save(self, path: Path) -> None:
         """The windows and their decisions as one .npz file."""
-        arrays = {f"w{i}": w for i, w in enumerate(self.windows)}
-        np.savez_compressed(path, at=np.array(self.at), confident=np.array(self.confident),
-                            decided=np.array(self.decided), **arrays)
+        arrays: dict[str, Any] = {f"w{i}": w for i, w in enumerate(self.windows)}
+        arrays.update(at=np.array(self.at), confident=np.array(self.confident), decided=np.array(self.decided))
+        np.savez_compressed(path, **arrays)
 
 
 class Keeper:
@@ -221,8 +222,10 @@ def main() -> int:
     detector = load_wake(settings, verifiers=False)
     transcriber = load_transcriber(settings) if wake.confirm_from > 0 else None
     recorder = None
+    second = None
     if transcriber is not None:
-        wire_wake_check(detector, settings, transcriber)
+        second = load_second_check(settings)
+        wire_wake_check(detector, settings, transcriber, second)
         if args.keep_windows is not None and detector.confirmer is not None:
             recorder = Recorder(detector.confirmer)
             detector.confirm_with(recorder)
@@ -257,8 +260,9 @@ def main() -> int:
     print("## The wake word as shipped (scripts/bench_wake_live.py)\n")
     print(f"threshold {wake.threshold:g} × {wake.trigger_level}, Silero gate {wake.vad_threshold:g}, "
           f"Whisper check from {wake.confirm_from:g} on {args.confirm_before:g} s before the crossing "
-          f"({settings.speech_to_text.model}, beam {wake.confirm_beam_size}, noise suppression "
-          f"{settings.speech_to_text.noise_suppression}); {len(positives)} clips, {analysis.hours[True]:.2f} h of "
+          f"({settings.speech_to_text.model}, beam {wake.confirm_beam_size}, "
+          f"{'read again by ' + str(wake.confirm_second_model) if second is not None else 'no second model'}, "
+          f"noise suppression {WAKE_CHECK_NOISE_SUPPRESSION}); {len(positives)} clips, {analysis.hours[True]:.2f} h of "
           f"ordinary audio; wall time {(time.monotonic() - started) / 60:.1f} min.\n")
     rows = [["recall", bw.rate(sum(found), len(found))],
             ["false wakes, ordinary audio", f"{len(ordinary)} ({len(ordinary) / analysis.hours[True]:.2f}/h)"],

@@ -301,13 +301,13 @@ def test_the_check_needs_token_scores_a_remote_engine_alone_has_not(transcriber)
 @pytest.fixture(scope="module")
 def shipped():
     """The wake word as the daemon wires it: the packaged settings, the check's beam, Whisper's
-    noise suppression."""
+    noise suppression, the second model's reading."""
     from elara.config import load_settings
-    from elara.voice.engines import load_transcriber, load_wake
+    from elara.voice.engines import load_second_check, load_transcriber, load_wake
 
     settings = load_settings(env={})
     detector = load_wake(settings, verifiers=False)
-    wire_wake_check(detector, settings, load_transcriber(settings))
+    wire_wake_check(detector, settings, load_transcriber(settings), load_second_check(settings))
     return detector
 
 
@@ -324,7 +324,14 @@ POSITIVES = {
     "espeak en-us, a pause after hey": lambda: paused("en-us", 150),
     "piper in white noise at 10 dB": lambda: with_noise(concat(silence(0.5), piper_speech("Hey Jarvis.")), 10),
     "in a question": lambda: piper_speech("Hey Jarvis, what time is it?"),
+    "espeak en-029 slow in pink noise at 10 dB": lambda: en_029_in_pink_noise(),
 }
+
+
+def en_029_in_pink_noise(seed: int = 0) -> np.ndarray:
+    """A "Hey Jarvis" tiny.en turns down ("Good job, Beast.") and Whisper base reads as the phrase."""
+    clip = concat(silence(1.5), espeak_speech("Hey Jarvis", voice="en-029", speed=130), silence(1.5))
+    return with_noise(clip, 10, color="pink", seed=seed)
 NEGATIVES = {
     "conversation": lambda: concat(
         piper_speech("Hey, are you coming to dinner or not? The dog needs a walk before it gets dark."),
@@ -362,3 +369,90 @@ def test_the_daemons_check_asks_a_doubtful_score_for_the_phrase_and_a_confident_
     audio = silence(2.2)
     assert not confirm(audio, "hey_jarvis", False)
     assert confirm(audio, "hey_jarvis", True)
+
+
+# --- the second reading (WakeWord.ConfirmSecondModel) -----------------------------------------
+
+
+def second_reading(transcriber, monkeypatch, first: PhraseCheck, second: PhraseCheck | None):
+    """A confirmer whose first reading (tiny.en) reads `first` and whose second model reads
+    `second` (None: no second model); the readings it asked for are listed in the return value."""
+    import copy
+
+    other = copy.copy(transcriber)
+    other.reads_second = True  # the copies the confirmer makes (beam, cleaning) keep the mark
+    asked: list[str] = []
+
+    def read(self, samples, phrase):
+        which = "second" if getattr(self, "reads_second", False) else "first"
+        asked.append(which)
+        return second if which == "second" else first
+
+    monkeypatch.setattr(Transcriber, "check_phrase", read)
+    return transcript_confirmer(transcriber, 5, second=other if second is not None else None), asked
+
+
+def test_what_the_first_reading_turns_down_a_second_model_reads_again(transcriber, monkeypatch):
+    from elara.voice.wake import SECOND_LOG_ODDS
+
+    tiny = PhraseCheck("Good job, Beast.", "Good job, Beast.", 0.0, 0.0)
+    confirm, asked = second_reading(transcriber, monkeypatch, tiny, PhraseCheck("That job is…", "Hey Jarvis.", -1.5, 0.0))
+    assert confirm(silence(2.2), "hey_jarvis", False) and asked == ["first", "second"]
+    # stricter than the first reading's odds: base told the phrase writes it into more
+    assert SECOND_LOG_ODDS > CONFIRM_LOG_ODDS
+    beyond = PhraseCheck("Hey, Charmin.", "Hey Jarvis.", SECOND_LOG_ODDS - 1.0, 0.0)
+    confirm, _ = second_reading(transcriber, monkeypatch, tiny, beyond)
+    assert not confirm(silence(2.2), "hey_jarvis", False)
+    confirm, asked = second_reading(transcriber, monkeypatch, tiny, None)
+    assert not confirm(silence(2.2), "hey_jarvis", False) and asked == ["first"]
+
+
+def test_the_second_model_is_not_asked_when_the_first_reading_confirms(transcriber, monkeypatch):
+    heard = PhraseCheck("Hey Jarvis.", "Hey Jarvis.", 0.0, 0.0)
+    confirm, asked = second_reading(transcriber, monkeypatch, heard, PhraseCheck("", "", -99.0, 0.0))
+    assert confirm(silence(2.2), "hey_jarvis", False) and asked == ["first"]
+
+
+def test_for_a_confident_score_the_second_model_need_only_name_it(transcriber, monkeypatch):
+    tiny = PhraseCheck("Hey, novice.", "Hey, novice. Hey, novice.", -0.8, 0.0)
+    name_only = PhraseCheck("Mr. Jarvis, please.", "Mr. Jarvis, please.", 0.0, 0.0)
+    confirm, asked = second_reading(transcriber, monkeypatch, tiny, name_only)
+    assert confirm(silence(2.2), "hey_jarvis", True) and asked == ["first", "second"]
+    assert not confirm(silence(2.2), "hey_jarvis", False)  # a doubtful score needs the whole phrase
+
+
+def test_the_second_model_loads_as_set_and_not_when_it_would_read_the_same(monkeypatch):
+    from elara.config import load_settings
+    from elara.voice.engines import load_second_check
+
+    base = load_second_check(load_settings(env={}))
+    assert base is not None and base.multilingual and base.language == "en" and base.beam_size == 5
+    assert load_second_check(load_settings(env={"ELARA__WakeWord__ConfirmSecondModel": ""})) is None
+    assert load_second_check(load_settings(env={"ELARA__WakeWord__ConfirmFrom": "0"})) is None
+    same = {"ELARA__SpeechToText__Model": "base", "ELARA__SpeechToText__Language": "en"}
+    assert load_second_check(load_settings(env=same)) is None
+
+
+def test_a_missing_second_model_names_its_setting(tmp_path):
+    from elara.config import load_settings
+    from elara.errors import ModelNotFoundError
+    from elara.voice.engines import load_second_check
+
+    settings = load_settings(env={"ELARA__WakeWord__ConfirmSecondModel": str(tmp_path / "whisper-small")})
+    with pytest.raises(ModelNotFoundError) as caught:
+        load_second_check(settings)
+    assert caught.value.message.startswith("WakeWord.ConfirmSecondModel: no Whisper model")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_second_model_hears_what_the_first_reading_turns_down(transcriber, seed):
+    from elara.config import load_settings
+    from elara.voice.engines import load_second_check, load_wake
+
+    settings = load_settings(env={})
+    detector = load_wake(settings, verifiers=False)
+    clip = en_029_in_pink_noise(seed)
+    wire_wake_check(detector, settings, transcriber.with_beam_size(5))
+    assert run_fresh(detector, clip) == []
+    wire_wake_check(detector, settings, transcriber.with_beam_size(5), load_second_check(settings))
+    assert len(run_fresh(detector, clip)) == 1

