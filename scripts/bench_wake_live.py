@@ -43,6 +43,7 @@ from voice_clips import frames  # noqa: E402
 from elara.config import load_settings  # noqa: E402
 from elara.runtime import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check  # noqa: E402
 from elara.voice import wake as wake_module  # noqa: E402
+from elara.voice.denoise import NoiseSuppressor  # noqa: E402
 from elara.voice.engines import load_second_check, load_transcriber, load_wake  # noqa: E402
 from elara.voice.stt import PhraseCheck, Transcriber  # noqa: E402
 from elara.voice.wake import (  # noqa: E402
@@ -200,6 +201,59 @@ def rule_table(detector: WakeWordDetector, transcriber: Transcriber, positives: 
                         "sound-alike sentences woken"], rows))
 
 
+SECOND_ODDS = (-1.0, -2.0, -3.0, -4.0, -6.0)
+
+
+def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours: float,
+                         segments: list[bw.Segment]) -> str:
+    """The windows a run kept (`--keep-windows`) that its check turned down, read again by
+    `WakeWord.ConfirmSecondModel` as the daemon reads them (beam, noise suppression); the false
+    wakes and sound-alikes its reading would add at each log odds. A wake within the refractory
+    time of another counts once."""
+    settings = load_settings(env=settings_env)
+    model = settings.wake_word.confirm_second_model
+    second = load_second_check(settings)
+    if second is None:
+        raise SystemExit("no second model to read with: WakeWord.ConfirmSecondModel is not set, or is "
+                         "SpeechToText.Model")
+    reader = second.cleaned_by(NoiseSuppressor(WAKE_CHECK_NOISE_SUPPRESSION))
+    data = np.load(kept)
+    at, confident, decided = data["at"], data["confident"], data["decided"]
+    woken = [float(t) for t, d in zip(at, decided, strict=True) if d]
+    checks: list[tuple[float, bool, PhraseCheck]] = []
+    seconds = []
+    for i in np.flatnonzero(~decided):
+        check = reader.check_phrase(data[f"w{i}"], spoken_wake_phrase(bw.WAKE_MODEL))
+        seconds.append(check.seconds)
+        checks.append((float(at[i]), bool(confident[i]), check))
+    trace_len = int(stream_hours * 3600 / bw.FRAME_SECONDS)
+    rows = []
+    for odds in (None, *SECOND_ODDS):
+        fired = list(woken)
+        if odds is not None:
+            fired += [t for t, conf, c in checks
+                      if phrase_confirmed(c, bw.WAKE_MODEL, log_odds=odds, whole=not conf)]
+        trace = np.zeros(trace_len, dtype=np.float32)
+        last = -1e9
+        for t in sorted(fired):
+            if t - last > settings.wake_word.refractory_seconds:
+                trace[min(int(round(t / bw.FRAME_SECONDS)) - 1, trace_len - 1)] = 1.0
+                last = t
+        analysis = bw.Analysis([], bw.VariantTraces([], trace, 0.0, 0.0), segments)
+        ordinary = analysis.false_wakes(1.0, 1, ordinary=True)
+        rows.append(["first reading only" if odds is None else f"{model} again, log odds ≥ {odds:g}",
+                     f"{len(ordinary)} ({len(ordinary) / analysis.hours[True]:.2f}/h)",
+                     f"{len(analysis.sound_alikes_woken(1.0, 1))}/{len(analysis.sound_alike_sentences)}"])
+        for _, seg in ordinary:
+            rows[-1].append(f"{seg.category}: {bw.excerpt(seg, seg.end)}")
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    return (f"### {model} reading again the {len(checks)} windows the first reading turned down "
+            f"({len(at)} kept; {model} ≈{np.median(seconds):.2f} s each, median)\n\n"
+            + bw.table(["rule", "false wakes, ordinary audio", "sound-alike sentences woken"]
+                       + ["false wake"] * (width - 3), rows))
+
+
 def main() -> int:
     """Run the shipped detector over the bench material; markdown on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -211,12 +265,19 @@ def main() -> int:
                         help="another seed builds an independent negative stream of the same recipe")
     parser.add_argument("--keep-windows", type=Path, default=None, metavar="FILE.npz",
                         help="keep every window checked in the negative stream, and the decision")
+    parser.add_argument("--second-reading", type=Path, default=None, metavar="FILE.npz",
+                        help="only read again, by WakeWord.ConfirmSecondModel, the windows a run kept "
+                             "(--keep-windows, with the same --negative-scale and --negative-seed)")
     parser.add_argument("--rules", action="store_true", help="also decide the asked windows by other rules")
     parser.add_argument("--confirm-before", type=float, default=wake_module.CONFIRM_BEFORE_SECONDS,
                         metavar="SECONDS", help="audio before the crossing that Whisper checks (default: %(default)s)")
     args = parser.parse_args()
     wake_module.CONFIRM_BEFORE_SECONDS = args.confirm_before  # read when the detector is built
     env = {f"ELARA__{k}": v for k, v in (item.split("=", 1) for item in args.set)}
+    if args.second_reading is not None:
+        stream, segments = bw.cached_negatives(args.cache, args.negative_scale, args.negative_seed)
+        print(second_reading_table(args.second_reading, env, len(stream) / bw.SAMPLE_RATE / 3600, segments))
+        return 0
     settings = load_settings(env=env)
     wake = settings.wake_word
     detector = load_wake(settings, verifiers=False)
