@@ -199,8 +199,8 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
                             "".join(w.title() for w in key.split("_")))
     return Runtime(settings=settings, store=store, llm=llm, memory=memory, monitor=monitor, wake=wake,
                    vad=vad, transcriber=transcriber, synthesizer=synthesizer, second_check=second_check,
-                   microphone=microphone, speaker=speaker, echo=echo, voice=voice, timers=book, announcer=announcer, alarms=alarms,
-                   model_watch=model_watch, rooms=rooms)
+                   microphone=microphone, speaker=speaker, echo=echo, voice=voice, timers=book,
+                   announcer=announcer, alarms=alarms, model_watch=model_watch, rooms=rooms)
 
 
 def voice_parts(settings: Settings, dialogue: Dialogue, *, wake: WakeWordDetector, vad: VoiceActivity,

@@ -43,9 +43,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: The setting that names the wake check's second model (its errors name it).
+SECOND_CHECK_KEY = "WakeWord.ConfirmSecondModel"
+
 # ---------------------------------------------------------------------------------------------
 # from records
-
 
 def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None = None,
                   verifiers: Sequence[WakeVerifier] = ()) -> WakeWordDetector:
@@ -104,9 +106,6 @@ def load_transcriber(settings: Settings) -> Transcriber:
     """The configured Whisper model, loaded."""
     record = models.resolve_whisper(settings.speech_to_text.model, models.default_models_dirs())
     return transcriber(record, settings.speech_to_text)
-
-
-SECOND_CHECK_KEY = "WakeWord.ConfirmSecondModel"
 
 
 def load_second_check(settings: Settings) -> Transcriber | None:
