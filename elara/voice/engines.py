@@ -49,6 +49,7 @@ SECOND_CHECK_KEY = "WakeWord.ConfirmSecondModel"
 # ---------------------------------------------------------------------------------------------
 # from records
 
+
 def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None = None,
                   verifiers: Sequence[WakeVerifier] = ()) -> WakeWordDetector:
     """Resolved wake-word models, loaded into one detector tuned by `wake` (its defaults without)."""
