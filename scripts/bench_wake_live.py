@@ -14,8 +14,14 @@ about, then decides them by each rule for the check (`elara.voice.wake.phrase_co
 odds, the older transcript match): one table of rules over the same windows. It ignores that a wake resets the detector, so its row for the shipped rule
 may differ a little from the live figure above it.
 
+`--keep-windows FILE.npz` keeps every window checked in the negative stream with its decision;
+`--second-reading FILE.npz` (same `--negative-scale` and `--negative-seed`) then only reads the ones
+turned down again with `WakeWord.ConfirmSecondModel` and tables the false wakes it would add at
+each log odds. `--negative-seed` picks an independent negative stream (bench_wake's).
+
     .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0] [--rules]
         [--confirm-before SECONDS] [--negative-scale 3] [--negative-seed 1] [--keep-windows FILE.npz]
+    .venv/bin/python scripts/bench_wake_live.py --negative-scale 10 --negative-seed 1 --second-reading FILE.npz
 """
 
 from __future__ import annotations
