@@ -358,16 +358,14 @@ def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None
                 check = local.check_phrase(audio, spoken_wake_phrase(name))
                 log.debug("the wake check heard %r, and %r when told (log odds %.2f)",
                           check.heard, check.prompted, check.log_odds)
-                # a confident score: the check need only not contradict the name
-                if (phrase_confirmed(check, name, CONFIDENT_LOG_ODDS, whole=False) if confident
-                        else phrase_confirmed(check, name, CONFIRM_LOG_ODDS)):
+                if phrase_confirmed(check, name, CONFIDENT_LOG_ODDS if confident else CONFIRM_LOG_ODDS):
                     return True
                 if second is None:
                     return False
                 again = second.check_phrase(audio, spoken_wake_phrase(name))
                 log.debug("the second wake check heard %r, and %r when told (log odds %.2f)",
                           again.heard, again.prompted, again.log_odds)
-                return phrase_confirmed(again, name, SECOND_LOG_ODDS, whole=not confident)
+                return phrase_confirmed(again, name, SECOND_LOG_ODDS)
             transcript = transcriber.transcribe(audio)
         except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed; a confident one stands
             log.warning("could not check a %s wake: %s", "confident" if confident else "doubtful", exc)

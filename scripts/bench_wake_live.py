@@ -136,12 +136,12 @@ def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper |
     return found
 
 
-def confident_rule(odds: float | None) -> Callable[[PhraseCheck], bool]:
+def confident_rule(odds: float | None, whole: bool = True) -> Callable[[PhraseCheck], bool]:
     """How a confident score's window is decided: unchecked (None) or the phrase check at `odds`,
-    the name alone enough, as the daemon decides a confident one."""
+    the phrase whole (as the daemon decides it) or the name alone (the rule before)."""
     if odds is None:
         return lambda c: True
-    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds, whole=False)
+    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds, whole=whole)
 
 
 def doubtful_rule(odds: float, whole: bool = True) -> Callable[[PhraseCheck], bool]:
@@ -160,8 +160,10 @@ RULES: dict[str, tuple[Callable[[PhraseCheck], bool], Callable[[PhraseCheck], bo
     **{f"phrase check, log odds ≥ {odds:g}, confident ≥ {confident:g}":
        (doubtful_rule(odds), confident_rule(confident))
        for odds, confident in ((-3.0, -10.0), (-4.0, -10.0), (-6.0, -6.0), (-6.0, -10.0), (-6.0, -99.0))},
-    "phrase check naming the name alone, log odds ≥ -6, confident ≥ -10 (the rule before)":
-        (doubtful_rule(-6.0, whole=False), confident_rule(-10.0)),
+    "phrase check, log odds ≥ -6, confident naming the name alone ≥ -10 (the rule before)":
+        (doubtful_rule(-6.0), confident_rule(-10.0, whole=False)),
+    "phrase check naming the name alone, log odds ≥ -6, confident ≥ -10 (the rule before that)":
+        (doubtful_rule(-6.0, whole=False), confident_rule(-10.0, whole=False)),
 }
 
 
@@ -224,21 +226,20 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
                          "SpeechToText.Model")
     reader = second.cleaned_by(NoiseSuppressor(WAKE_CHECK_NOISE_SUPPRESSION))
     data = np.load(kept)
-    at, confident, decided = data["at"], data["confident"], data["decided"]
+    at, decided = data["at"], data["decided"]
     woken = [float(t) for t, d in zip(at, decided, strict=True) if d]
-    checks: list[tuple[float, bool, PhraseCheck]] = []
+    checks: list[tuple[float, PhraseCheck]] = []
     seconds = []
     for i in np.flatnonzero(~decided):
         check = reader.check_phrase(data[f"w{i}"], spoken_wake_phrase(bw.WAKE_MODEL))
         seconds.append(check.seconds)
-        checks.append((float(at[i]), bool(confident[i]), check))
+        checks.append((float(at[i]), check))
     trace_len = int(stream_hours * 3600 / bw.FRAME_SECONDS)
     rows = []
     for odds in (None, *SECOND_ODDS):
         fired = list(woken)
         if odds is not None:
-            fired += [t for t, conf, c in checks
-                      if phrase_confirmed(c, bw.WAKE_MODEL, log_odds=odds, whole=not conf)]
+            fired += [t for t, c in checks if phrase_confirmed(c, bw.WAKE_MODEL, log_odds=odds)]
         trace = np.zeros(trace_len, dtype=np.float32)
         last = -1e9
         for t in sorted(fired):

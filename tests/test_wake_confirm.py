@@ -73,15 +73,19 @@ def test_the_whole_phrase_is_said_or_not(text, name, said):
 
 
 @pytest.mark.parametrize(("heard", "prompted", "log_odds"), [
-    # From bench_wake_live's long negative stream: scores of 0.005–0.007, names read as "Jarvis".
+    # From bench_wake_live's long negative streams: names read as "Jarvis", the first three under
+    # scores of 0.005–0.007, the last two confident ones that woke her under the older rule.
     ("Calling Jave, Reese Harrison.", "Calling Jarvis, Reese Harrison.", -0.36),
     ("followed by Jarvey. Jarvey Fisher.", "Followed by Jarvis.", -0.82),
     ("The film was called Jarvis.", "My film was called Jarvis.", -0.97),
+    ("your German, Charles Jarevik.", "You're German. Charles Jarvis.", 0.55),
+    ("Call and Derby. Careful.", "Call and Jarvis here.", -0.98),
 ])
-def test_a_doubtful_wake_needs_the_whole_phrase_and_a_confident_one_the_name(heard, prompted, log_odds):
+def test_a_name_in_passing_is_no_wake_phrase_however_confident_the_score(heard, prompted, log_odds):
     check = PhraseCheck(heard, prompted, log_odds, 0.0)
     assert not phrase_confirmed(check, "hey_jarvis")
-    assert phrase_confirmed(check, "hey_jarvis", CONFIDENT_LOG_ODDS, whole=False)
+    assert not phrase_confirmed(check, "hey_jarvis", CONFIDENT_LOG_ODDS)
+    assert phrase_confirmed(check, "hey_jarvis", CONFIDENT_LOG_ODDS, whole=False)  # the older rule
 
 
 def test_the_shipped_odds_are_looser_for_a_confident_score():
@@ -341,6 +345,13 @@ NEGATIVES = {
                                    espeak_speech("I heard someone shout hey Marvin across the street.")),
     "news": lambda: piper_speech("The city council said on Monday that bus fares in Denver would rise by "
                                  "four percent next year, after two years of delays."),
+    # Lists of names from bench_wake_live's seed-1 stream, on which a confident score woke her
+    # when a confident one needed only the name ("Charles Jarvis.", "Call and Jarvis here.").
+    "names": lambda: concat(
+        with_noise(espeak_speech("Rhys Travers, Ursula Davies, Nadia Jarman, Charles Jarvik. Those four are "
+                                 "on the night shift.", voice="en-us+f3", speed=170), 20, seed=1),
+        silence(1.0),
+        with_noise(piper_speech("Calling Jarvie, Gareth Barnes and Fiona to gate twelve."), 10, seed=2)),
 }
 
 
@@ -359,14 +370,15 @@ def run_fresh(detector: WakeWordDetector, clip: np.ndarray):
     return run(detector, clip)
 
 
-def test_the_daemons_check_asks_a_doubtful_score_for_the_phrase_and_a_confident_one_for_the_name(
+def test_the_daemons_check_asks_every_score_for_the_whole_phrase_a_confident_one_at_looser_odds(
         transcriber, monkeypatch):
-    def read(self, samples, phrase):
-        return PhraseCheck("Mr. Jarvis will call you.", "Mr. Jarvis will call you.", 0.0, 0.0)
-
-    monkeypatch.setattr(Transcriber, "check_phrase", read)
+    readings = {"check": PhraseCheck("Mr. Jarvis will call you.", "Mr. Jarvis will call you.", 0.0, 0.0)}
+    monkeypatch.setattr(Transcriber, "check_phrase", lambda self, samples, phrase: readings["check"])
     confirm = transcript_confirmer(transcriber, 5)
     audio = silence(2.2)
+    assert not confirm(audio, "hey_jarvis", False)
+    assert not confirm(audio, "hey_jarvis", True)
+    readings["check"] = PhraseCheck("Hey, obviously.", "Hey Jarvis.", -8.0, 0.0)
     assert not confirm(audio, "hey_jarvis", False)
     assert confirm(audio, "hey_jarvis", True)
 
@@ -413,12 +425,14 @@ def test_the_second_model_is_not_asked_when_the_first_reading_confirms(transcrib
     assert confirm(silence(2.2), "hey_jarvis", False) and asked == ["first"]
 
 
-def test_for_a_confident_score_the_second_model_need_only_name_it(transcriber, monkeypatch):
+def test_for_a_confident_score_too_the_second_model_must_read_the_whole_phrase(transcriber, monkeypatch):
     tiny = PhraseCheck("Hey, novice.", "Hey, novice. Hey, novice.", -0.8, 0.0)
     name_only = PhraseCheck("Mr. Jarvis, please.", "Mr. Jarvis, please.", 0.0, 0.0)
     confirm, asked = second_reading(transcriber, monkeypatch, tiny, name_only)
+    assert not confirm(silence(2.2), "hey_jarvis", True) and asked == ["first", "second"]
+    whole = PhraseCheck("Hey, novice.", "Hey Jarvis.", -2.5, 0.0)
+    confirm, asked = second_reading(transcriber, monkeypatch, tiny, whole)
     assert confirm(silence(2.2), "hey_jarvis", True) and asked == ["first", "second"]
-    assert not confirm(silence(2.2), "hey_jarvis", False)  # a doubtful score needs the whole phrase
 
 
 def test_the_second_model_loads_as_set_and_not_when_it_would_read_the_same(monkeypatch):

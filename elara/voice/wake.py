@@ -39,14 +39,17 @@ WAKE_WORD_SIMILARITY = 0.7
 
 #: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
 #: be, as a natural log: e⁶ ≈ 400 times for a doubtful score, e¹⁰ for a confident one (≥ the
-#: threshold), which the check only has to not contradict. With Whisper tiny.en, beam 5, through
-#: noise suppression, `scripts/bench_wake_live.py` heard 93.4 % of its clips with no false wake in
-#: 3.63 h and 71 of 552 sound-alikes woken, where −3 with beam 1 and confident scores unchecked heard
-#: 90.4 % with one false wake and 89; its `--rules` table has the odds between.
+#: threshold). Both must read the whole phrase: with the name alone enough for a confident score,
+#: lists of names woke her twice in 30.5 h ("…Nadia Jarman, Charles Jarvik.", told the phrase:
+#: "Charles Jarvis."), and none of the 261 confident windows in the bench's 364 clips needed it.
+#: With Whisper tiny.en, beam 5, through noise suppression, `scripts/bench_wake_live.py` heard
+#: 93.4 % of its clips with no false wake in 3.63 h and 71 of 552 sound-alikes woken, where −3 with
+#: beam 1 and confident scores unchecked heard 90.4 % with one false wake and 89; its `--rules`
+#: table has the odds between.
 CONFIRM_LOG_ODDS = -6.0
 CONFIDENT_LOG_ODDS = -10.0
 #: The odds a second model (`WakeWord.ConfirmSecondModel`) must give, for a doubtful score and a
-#: confident one alike, when it reads again what the first check turned down.
+#: confident one alike, when it reads again what the first check turned down (the whole phrase).
 SECOND_LOG_ODDS = -3.0
 
 #: Checks audio (16 kHz int16) and says whether wake word `name` was said in it; the flag says
@@ -66,9 +69,10 @@ def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LO
     `log_odds` (−3: at most ≈20 times less likely). Whisper alone mishears a flat or accented "Hey
     Jarvis" ("A jar of bits"), and told the phrase it writes it into anything; the odds part what
     it can hear as the phrase from what only the hint put there. The name must be spelled right
-    here: "Jervis" is a near miss, not a match. With `whole`, the phrase must be whole ("Hey
-    Jarvis"): a name in passing ("Calling Jarvie, Rhys…", which Whisper writes "Jarvis") scores
-    low but can be read as the name; without it, the name alone will do (a confident score)."""
+    here: "Jervis" is a near miss, not a match. With `whole` (the daemon's rule), the phrase must
+    be whole ("Hey Jarvis"): a name in passing ("Calling Jarvie, Rhys…", which Whisper writes
+    "Jarvis") can be read as the name, even under a confident score; without it, the name alone
+    will do (an older rule, kept for `scripts/bench_wake_live.py --rules`)."""
     def says(text: str) -> bool:
         return says_wake_phrase(text, name) if whole else names_wake_word(text, name, similarity=1.0)
 
