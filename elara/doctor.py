@@ -279,10 +279,12 @@ def check_listening(settings: Settings) -> Check:
                    + (f", those from {wake.threshold:g} too" if wake.confirm_confident else "")
                    + (f", Whisper {wake.confirm_second_model} reading again what it turns down"
                       if second is not None else "") + "; ")
-    again = read_again(transcriber, settings.speech_to_text.read_again_beam_size)
-    detail += (f"Whisper {settings.speech_to_text.model}, language {transcriber.language}, "
-               f"beam {transcriber.beam_size}"
-               + (f" (doubtful words read again with beam {again.beam_size})" if again is not None else "")
+    stt = settings.speech_to_text
+    by_second = second if stt.read_again_by_second_model else None
+    again = read_again(transcriber, stt.read_again_beam_size, by_second)
+    reader = f"by Whisper {wake.confirm_second_model} " if again is not None and by_second is not None else ""
+    detail += (f"Whisper {stt.model}, language {transcriber.language}, beam {transcriber.beam_size}"
+               + (f" (doubtful words read again {reader}with beam {again.beam_size})" if again is not None else "")
                + (f", WebRTC noise suppression {settings.speech_to_text.noise_suppression}"
                   if transcriber.clean is not None else "")
                + "; ")

@@ -224,6 +224,8 @@ class SpeechToTextSettings:
     beam_size: int = setting("BeamSize", min=1, max=10)
     # words the end-of-turn judgment doubts are read again with this beam (0 or ≤ BeamSize: not)
     read_again_beam_size: int = setting("ReadAgainBeamSize", min=0, max=10)
+    # they are read again by WakeWord.ConfirmSecondModel (when it is another model) rather than Model
+    read_again_by_second_model: bool = setting("ReadAgainBySecondModel")
     # WebRTC noise suppression of each utterance before a local Whisper reads it: 0 off, 1..4
     noise_suppression: int = setting("NoiseSuppression", min=0, max=4)
     window_seconds: float = setting("WindowSeconds", min=5, max=30)

@@ -117,6 +117,32 @@ def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber)
     assert read_again(transcriber, 1) is None and read_again(transcriber, 0) is None
 
 
+def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(transcriber):
+    """en-029's "Set a timer for ten minutes." in pink noise at 10 dB: tiny.en reads "So, to
+    tighten my bottom, be leaders." at beam 1 and 5; Whisper base (`WakeWord.ConfirmSecondModel`,
+    `SpeechToText.ReadAgainBySecondModel`), the loaded wake check's model, reads it right."""
+    from elara.voice.engines import load_second_check
+
+    settings = load_settings(env={})
+    said = espeak_speech("Set a timer for ten minutes.", voice="en-029", speed=140)
+    audio = with_noise(concat(silence(0.3), said, silence(0.08)), 10, color="pink", seed=0)
+    first = transcriber.transcribe(audio)
+    judged = TurnJudge(TurnThresholds()).judge(PauseSignals(silence_ms=80, transcript=first.text,
+                                                            transcript_logprob=first.avg_logprob))
+    keys = {"timer", "10", "minutes"}
+    assert read_again_wanted(judged, first.avg_logprob) and not keys <= words(first.text), first
+    assert not keys <= words(read_again(transcriber, 5).transcribe(audio).text)
+    second = load_second_check(settings)
+    assert second is not None and settings.speech_to_text.read_again_by_second_model
+    again = read_again(transcriber, 5, second)
+    assert again is not None and again._model is second._model and again.beam_size == 5
+    assert again.language == transcriber.language and again.clean is transcriber.clean
+    assert second.speaking("de").language == "de" and transcriber.speaking("de").language == "en"
+    assert keys <= words(again.transcribe(audio).text)
+    # a second model reads even at the first model's beam; no beam, no second reading
+    assert read_again(transcriber, 1, second) is not None and read_again(transcriber, 0, second) is None
+
+
 def test_noise_suppression_hears_words_the_hiss_hid(transcriber):
     """White noise at 10 dB SNR turns Piper's "…snow in Chicago…" into "…snow into cargo…" for
     tiny.en; through WebRTC noise suppression (`SpeechToText.NoiseSuppression` 2) the words come

@@ -442,7 +442,11 @@ def test_the_second_model_loads_as_set_and_not_when_it_would_read_the_same(monke
     base = load_second_check(load_settings(env={}))
     assert base is not None and base.multilingual and base.language == "en" and base.beam_size == 5
     assert load_second_check(load_settings(env={"ELARA__WakeWord__ConfirmSecondModel": ""})) is None
-    assert load_second_check(load_settings(env={"ELARA__WakeWord__ConfirmFrom": "0"})) is None
+    # without a wake check it still reads the questions' doubtful words, unless told not to
+    no_check = {"ELARA__WakeWord__ConfirmFrom": "0"}
+    assert load_second_check(load_settings(env=no_check)) is not None
+    assert load_second_check(load_settings(env={**no_check, "ELARA__SpeechToText__ReadAgainBySecondModel": "false"})) is None
+    assert load_second_check(load_settings(env={**no_check, "ELARA__SpeechToText__ReadAgainBeamSize": "0"})) is None
     same = {"ELARA__SpeechToText__Model": "base", "ELARA__SpeechToText__Language": "en"}
     assert load_second_check(load_settings(env=same)) is None
 

@@ -111,11 +111,14 @@ def load_transcriber(settings: Settings) -> Transcriber:
 
 def load_second_check(settings: Settings) -> Transcriber | None:
     """The Whisper model that reads again a wake window the first check turned down
-    (`WakeWord.ConfirmSecondModel`), or None: not set, no check at all, or the same model as
-    `SpeechToText.Model`, which would only read it the same way again. Wake phrases are English."""
+    (`WakeWord.ConfirmSecondModel`), and a question's doubtful words with
+    `SpeechToText.ReadAgainBySecondModel`; or None: not set, nothing for it to read, or the same
+    model as `SpeechToText.Model`, which would only read it the same way again. Loaded for the
+    wake phrases, which are English (`runtime.read_again` tells it the questions' language)."""
     wake, stt = settings.wake_word, settings.speech_to_text
     name = (wake.confirm_second_model or "").strip()
-    if not name or wake.confirm_from <= 0 or name == stt.model.strip():
+    reads_questions = stt.read_again_by_second_model and stt.read_again_beam_size > 0
+    if not name or (wake.confirm_from <= 0 and not reads_questions) or name == stt.model.strip():
         return None
     record = models.resolve_whisper(name, models.default_models_dirs(), key=SECOND_CHECK_KEY)
     return Transcriber(record.path, language="en", beam_size=wake.confirm_beam_size,

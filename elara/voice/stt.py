@@ -159,6 +159,13 @@ class Transcriber:
         other.beam_size = int(beam_size)
         return other
 
+    def speaking(self, language: str | None) -> Transcriber:
+        """The same loaded model told another language (None: it detects it); an English-only
+        model stays English."""
+        other = copy.copy(self)
+        other.language = language if self.multilingual else "en"
+        return other
+
     def cleaned_by(self, clean: Callable[[np.ndarray], np.ndarray] | None) -> Transcriber:
         """The same loaded model reading the audio through `clean` (None: as it comes)."""
         other = copy.copy(self)
