@@ -167,7 +167,8 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
             out["status"], out["stop_seconds"] = daemon.terminate()
         finally:
             daemon.kill()
-            if args.log_dir:
+            if args.log_dir:  # made here: a missing one lost a whole run's results at its very end
+                Path(args.log_dir).mkdir(parents=True, exist_ok=True)
                 Path(args.log_dir, f"{name.split()[0]}.log").write_text("\n".join(daemon.lines))
     return out
 
