@@ -447,6 +447,8 @@ def test_the_second_model_loads_as_set_and_not_when_it_would_read_the_same(monke
     assert load_second_check(load_settings(env=no_check)) is not None
     assert load_second_check(load_settings(env={**no_check, "ELARA__SpeechToText__ReadAgainBySecondModel": "false"})) is None
     assert load_second_check(load_settings(env={**no_check, "ELARA__SpeechToText__ReadAgainBeamSize": "0"})) is None
+    remote = {**no_check, "ELARA__SpeechToText__Engine": "wyoming://127.0.0.1:10300"}
+    assert load_second_check(load_settings(env=remote)) is None  # a remote engine's words aren't read again
     same = {"ELARA__SpeechToText__Model": "base", "ELARA__SpeechToText__Language": "en"}
     assert load_second_check(load_settings(env=same)) is None
 

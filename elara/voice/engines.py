@@ -117,7 +117,9 @@ def load_second_check(settings: Settings) -> Transcriber | None:
     wake phrases, which are English (`runtime.read_again` tells it the questions' language)."""
     wake, stt = settings.wake_word, settings.speech_to_text
     name = (wake.confirm_second_model or "").strip()
-    reads_questions = stt.read_again_by_second_model and stt.read_again_beam_size > 0
+    # only a local Whisper's words are read again (`runtime.read_again`)
+    reads_questions = (stt.read_again_by_second_model and stt.read_again_beam_size > 0
+                       and parse_engine(stt.engine) is None)
     if not name or (wake.confirm_from <= 0 and not reads_questions) or name == stt.model.strip():
         return None
     record = models.resolve_whisper(name, models.default_models_dirs(), key=SECOND_CHECK_KEY)
