@@ -297,6 +297,7 @@ def test_from_settings() -> None:
                                   uncertain_pause_ms=1300,
                                   speculative_reply=True, go_on_ms=1500)
     stt = SpeechToTextSettings(model="tiny.en", language="en", beam_size=1, read_again_beam_size=5,
+                               read_again_by_second_model=True,
                                noise_suppression=2,
                                window_seconds=10, no_speech_threshold=0.6, early_start_ms=160, engine="local",
                                fallback_to_local=True, timeout_seconds=10)
