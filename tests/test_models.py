@@ -155,7 +155,37 @@ def test_a_damaged_join_is_redone_and_never_left_half_written(tmp_path):
     (target / "model.bin").write_bytes(b"a" * 10)  # cut short, as by a full disk
     models.join_split_model({name: parts / name for name in files}, target)
     assert (target / "model.bin").read_bytes() == b"a" * 1000 + b"b" * 500
-    assert not list(target.glob(".model.bin.partial"))
+    assert not list(target.glob(".*.partial"))
+
+
+def test_joins_at_the_same_time_all_finish_with_a_whole_model(tmp_path):
+    """Two processes joining into one cache at once (a bench and the daemon, say) once collided on
+    one partial file, and one died moving a file the other had already moved."""
+    import threading
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    files = {"model.bin.part1": b"a" * 3_000_000, "model.bin.part2": b"b" * 2_000_000, "config.json": b"{}"}
+    for name, data in files.items():
+        (parts / name).write_bytes(data)
+    target = tmp_path / "joined"
+    errors: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            models.join_split_model({name: parts / name for name in files}, target)
+        except BaseException as exc:  # noqa: BLE001 - the test reports what any joiner raised
+            errors.append(exc)
+
+    joiners = [threading.Thread(target=join) for _ in range(4)]
+    for joiner in joiners:
+        joiner.start()
+    for joiner in joiners:
+        joiner.join(30)
+    assert errors == []
+    assert (target / "model.bin").read_bytes() == b"a" * 3_000_000 + b"b" * 2_000_000
+    assert (target / "config.json").read_bytes() == b"{}"
+    assert not list(target.glob(".*.partial"))
 
 
 def test_unknown_whisper_model_never_downloads(tmp_path):

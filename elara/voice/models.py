@@ -21,6 +21,7 @@ the `models_dirs` (see `default_models_dirs`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -28,8 +29,9 @@ import logging
 import os
 import re
 import shutil
+import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -256,25 +258,43 @@ def join_split_model(files: Mapping[str, Path], target: Path, key: str = SPEECH_
         return target
     started = time.perf_counter()
     target.mkdir(parents=True, exist_ok=True)
+    # Each file is written under a name of its own and then moved into place: a crash mid-join
+    # leaves only a partial file, never a bad model, and two processes joining at once (the daemon
+    # starting while `elara doctor` runs) each finish, the last move winning with the same bytes.
     for name, path in files.items():
         if not name.startswith("model.bin.part"):
-            shutil.copyfile(path, target / name)
-    partial = target / ".model.bin.partial"
-    with open(partial, "wb") as out:
-        for _, path in parts:
-            with open(path, "rb") as part:
-                shutil.copyfileobj(part, out, 1 << 20)
-        out.flush()
-        os.fsync(out.fileno())
-    if partial.stat().st_size != expected:
-        partial.unlink()
-        raise ModelLoadError(f"{key}: joining the parts into {model} came out short "
-                             "(is the disk full?)")
-    os.replace(partial, model)  # a crash mid-join leaves only the partial file, never a bad model
-    stamp_file.write_text(stamp)
+            _write_into(target, name, functools.partial(shutil.copyfile, path))
+    _write_into(target, model.name, functools.partial(_concatenate, [path for _, path in parts],
+                                                      expected=expected, key=key))
+    _write_into(target, stamp_file.name, lambda out: Path(out).write_text(stamp))
     log.info("joined the Whisper base model's %d parts into %s in %.1f s", len(parts), target,
              time.perf_counter() - started)
     return target
+
+
+def _write_into(directory: Path, name: str, write: Callable[[str], object]) -> None:
+    """`write` a new file at a temporary path in `directory`, then move it to `name` at once."""
+    fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=directory)
+    os.close(fd)
+    try:
+        write(partial)
+        os.replace(partial, directory / name)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+
+
+def _concatenate(parts: Sequence[Path], out: str, *, expected: int, key: str) -> None:
+    """The parts one after another into `out`, on disk before it is used; `expected` bytes."""
+    with open(out, "wb") as joined:
+        for path in parts:
+            with open(path, "rb") as part:
+                shutil.copyfileobj(part, joined, 1 << 20)
+        joined.flush()
+        os.fsync(joined.fileno())
+    if os.path.getsize(out) != expected:
+        raise ModelLoadError(f"{key}: joining the parts into {Path(out).parent / 'model.bin'} came out "
+                             "short (is the disk full?)")
 
 
 def resolve_whisper(value: str, models_dirs: Sequence[Path] = (), key: str = SPEECH_TO_TEXT_KEY) -> ModelRecord:
