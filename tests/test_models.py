@@ -142,18 +142,24 @@ def test_whisper_base_is_joined_once_from_its_two_packages(tmp_path, monkeypatch
     assert "capital" in heard.text.lower()
 
 
-def test_a_damaged_join_is_redone_and_never_left_half_written(tmp_path):
+def split_model(tmp_path, files: dict[str, bytes]) -> dict[str, Path]:
+    """`files` written as a package's data (`model.bin.part1`, …), by name, for `join_split_model`."""
     parts = tmp_path / "parts"
     parts.mkdir()
-    files = {"model.bin.part1": b"a" * 1000, "model.bin.part2": b"b" * 500, "config.json": b"{}"}
     for name, data in files.items():
         (parts / name).write_bytes(data)
+    return {name: parts / name for name in files}
+
+
+def test_a_damaged_join_is_redone_and_never_left_half_written(tmp_path):
+    files = split_model(tmp_path, {"model.bin.part1": b"a" * 1000, "model.bin.part2": b"b" * 500,
+                                   "config.json": b"{}"})
     target = tmp_path / "joined"
-    models.join_split_model({name: parts / name for name in files}, target)
+    models.join_split_model(files, target)
     assert (target / "model.bin").read_bytes() == b"a" * 1000 + b"b" * 500
     assert (target / "config.json").read_bytes() == b"{}"
     (target / "model.bin").write_bytes(b"a" * 10)  # cut short, as by a full disk
-    models.join_split_model({name: parts / name for name in files}, target)
+    models.join_split_model(files, target)
     assert (target / "model.bin").read_bytes() == b"a" * 1000 + b"b" * 500
     assert not list(target.glob(".*.partial"))
 
@@ -163,17 +169,14 @@ def test_joins_at_the_same_time_all_finish_with_a_whole_model(tmp_path):
     one partial file, and one died moving a file the other had already moved."""
     import threading
 
-    parts = tmp_path / "parts"
-    parts.mkdir()
-    files = {"model.bin.part1": b"a" * 3_000_000, "model.bin.part2": b"b" * 2_000_000, "config.json": b"{}"}
-    for name, data in files.items():
-        (parts / name).write_bytes(data)
+    files = split_model(tmp_path, {"model.bin.part1": b"a" * 3_000_000, "model.bin.part2": b"b" * 2_000_000,
+                                   "config.json": b"{}"})
     target = tmp_path / "joined"
     errors: list[BaseException] = []
 
     def join() -> None:
         try:
-            models.join_split_model({name: parts / name for name in files}, target)
+            models.join_split_model(files, target)
         except BaseException as exc:  # noqa: BLE001 - the test reports what any joiner raised
             errors.append(exc)
 
