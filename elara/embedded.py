@@ -547,8 +547,9 @@ class EmbeddedLanguageModel:
                     stop.set()
 
             arguments = {**self._sampling, **(extra or {})}
+            started = threading.Event()
             worker = loop.run_in_executor(self.loaded.executor, self._run, messages, arguments,
-                                          stop, put)
+                                          stop, started, put)
             try:
                 while True:
                     try:
@@ -570,14 +571,21 @@ class EmbeddedLanguageModel:
             finally:
                 stop.set()
                 # Wait for the thread to let go of llama.cpp before the next request may start;
-                # shielded, so a second cancellation cannot leave it running unawaited.
-                await asyncio.shield(worker)
+                # shielded, so a second cancellation cannot leave it running unawaited. A request
+                # still queued behind other work (a warm-up, say) is not waited for: it will see
+                # `stop` and never start, and the caller hears of its timeout now, not then.
+                if started.is_set():
+                    await asyncio.shield(worker)
 
     def _run(self, messages: list[dict[str, str]], arguments: dict[str, Any],
-             stop: threading.Event, put: Callable[[str, Any], None]) -> None:
+             stop: threading.Event, started: threading.Event,
+             put: Callable[[str, Any], None]) -> None:
         """In a worker thread: generate, handing each piece to `put`, until done or `stop`."""
         loaded = self.loaded
         with loaded.run_lock:
+            # Set before `stop` is read: a consumer that gives up and finds `started` unset knows
+            # this request will see `stop` (ordering of the two events, not a lock).
+            started.set()
             if stop.is_set():
                 # Its consumer gave up before the model was free: it never starts.
                 loaded.last_tokens, loaded.last_finish = 0, "stopped"
