@@ -547,9 +547,9 @@ class EmbeddedLanguageModel:
                     stop.set()
 
             arguments = {**self._sampling, **(extra or {})}
-            started = threading.Event()
+            picked_up = threading.Event()
             worker = loop.run_in_executor(self.loaded.executor, self._run, messages, arguments,
-                                          stop, started, put)
+                                          stop, picked_up, put)
             try:
                 while True:
                     try:
@@ -574,18 +574,18 @@ class EmbeddedLanguageModel:
                 # shielded, so a second cancellation cannot leave it running unawaited. A request
                 # still queued behind other work (a warm-up, say) is not waited for: it will see
                 # `stop` and never start, and the caller hears of its timeout now, not then.
-                if started.is_set():
+                if picked_up.is_set():
                     await asyncio.shield(worker)
 
     def _run(self, messages: list[dict[str, str]], arguments: dict[str, Any],
-             stop: threading.Event, started: threading.Event,
+             stop: threading.Event, picked_up: threading.Event,
              put: Callable[[str, Any], None]) -> None:
         """In a worker thread: generate, handing each piece to `put`, until done or `stop`."""
         loaded = self.loaded
         with loaded.run_lock:
-            # Set before `stop` is read: a consumer that gives up and finds `started` unset knows
+            # Set before `stop` is read: a consumer that gives up and finds `picked_up` unset knows
             # this request will see `stop` (ordering of the two events, not a lock).
-            started.set()
+            picked_up.set()
             if stop.is_set():
                 # Its consumer gave up before the model was free: it never starts.
                 loaded.last_tokens, loaded.last_finish = 0, "stopped"
