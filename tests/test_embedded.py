@@ -159,6 +159,10 @@ def test_a_model_that_sends_nothing_in_time_is_a_timeout(embedded_model):
     with pytest.raises(LanguageModelError) as info:
         asyncio.run(collect(model, COUNT))
     assert info.value.code == "timeout" and "LanguageModel.TimeoutSeconds" in info.value.message
+    assert model.status()["generating"] is False
+    # It may have timed out before the model's thread picked it up; once that has had its turn,
+    # the request ended stopped, whichever it was.
+    model.loaded.executor.submit(lambda: None).result()
     assert model.loaded.last_finish == "stopped" and model.status()["generating"] is False
 
 
