@@ -19,7 +19,9 @@ the end the most accurate configuration is run again with a 200 ms tail to see w
 last words. Each tiny.en beam 1 reading (tiny1, or tiny1n2: after WebRTC noise suppression level
 2, as `SpeechToText.NoiseSuppression` does) is also split by the end-of-turn judgment and scored as
 if the doubtful ones (or the loop's rule, `turn.read_again_wanted`) had been read again by each
-other configuration with the same noise suppression. Markdown report on stdout, progress on stderr.
+other configuration with the same noise suppression (or, after a first reading without it, any),
+the second reading taken or (as the loop does) the one Whisper was surer of kept. Markdown report
+on stdout, progress on stderr.
 
     .venv/bin/python scripts/bench_stt.py [--quick] [--configs tiny1,base1,...] [--cache DIR] [--cross]
     .venv/bin/python scripts/bench_stt.py --configs tiny1,tiny5,tiny1n2,tiny5n2 --no-tail  # ≈6 min
@@ -338,6 +340,7 @@ CONFIGS = {
         Config("base1p", "base", 1, PROMPT),
         Config("tiny5p", "tiny.en", 5, PROMPT),
         Config("base5p", "base", 5, PROMPT),
+        Config("base5n2", "base", 5, noise_suppression=2),
         *(Config(f"tiny{beam}n{level}", "tiny.en", beam, noise_suppression=level)
           for beam in (1, 5) for level in (1, 2, 3)),
     )
@@ -449,8 +452,9 @@ def judged(text: str, logprob: float):
 def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Clip],
                     readings: dict[tuple[str, int], tuple[str, float, float]]) -> list[tuple[str, Tally]]:
     """`first`'s readings split by the judgment, then kept except where read again by another
-    configuration with the same noise suppression (its seconds added): every doubtful reading, or the loop's rule
-    (`turn.read_again_wanted`: doubtful and Whisper unsure)."""
+    configuration with the same noise suppression or, after a first reading without, any (its seconds added):
+    every doubtful reading, or the loop's rule (`turn.read_again_wanted`: doubtful and Whisper unsure), the
+    second reading taken or, as the loop does, the one with the higher average log probability kept."""
     def mine(i: int) -> Score:
         text, seconds, _ = readings[(first.key, i)]
         return score(clips[i].text, text, seconds)
@@ -464,15 +468,20 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
             (f"… of which Whisper unsure, below {READ_AGAIN_BELOW_LOGPROB:g} ({len(unsure)})",
              Tally([mine(i) for i in sorted(unsure)]))]
     for again in configs:
-        if again is first or again.noise_suppression != first.noise_suppression:
+        # a second reading may clean its audio where the first did not, not the other way round
+        if again is first or first.noise_suppression not in (0, again.noise_suppression):
             continue
-        for name, which in (("every doubtful reading", doubtful), ("the unsure ones (the loop's rule)", unsure)):
+        for name, which, surer in (("every doubtful reading", doubtful, False),
+                                   ("the unsure ones (the loop's rule)", unsure, False),
+                                   ("the unsure ones, keeping the surer reading,", unsure, True)):
             tally = Tally()
             for i, clip in enumerate(clips):
-                text, seconds, _ = readings[(first.key, i)]
+                text, seconds, logprob = readings[(first.key, i)]
                 if i in which:
-                    text, more, _ = readings[(again.key, i)]
+                    second, more, second_logprob = readings[(again.key, i)]
                     seconds += more
+                    if not surer or second_logprob >= logprob:
+                        text = second
                 tally.add(score(clip.text, text, seconds))
             rows.append((f"{first.label}, {name} again with {again.label}", tally))
     return rows
@@ -595,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     if firsts and len(configs) > 1:
         out += ["### Read again where the end-of-turn judgment doubts the first reading", "",
                 "Judged as the loop judges a pause; a reading read again is scored by its second "
-                "reading (the same noise suppression), with both readings' seconds.", "",
+                "reading (or the surer of the two, where the row says so), with both readings' seconds.", "",
                 *table([row for first in firsts for row in read_again_rows(first, configs, clips, readings)]), ""]
     misses = [(i, clip) for i, clip in enumerate(clips)
               if (s := score(clip.text, readings[(best.key, i)][0], 0)).keys_right < s.keys]
