@@ -125,6 +125,7 @@ class FakeReader:
         self.fail = False
         self.calls = 0
         self.hold: threading.Event | None = None
+        self.logprob = -0.2
 
     def transcribe(self, samples: np.ndarray) -> Transcript:
         self.calls += 1
@@ -134,8 +135,8 @@ class FakeReader:
             raise RuntimeError("out of memory")
         spoken = samples[samples >= SPEECH]
         phrase = int(spoken[-1]) - SPEECH
-        return Transcript(text=self.heard.get(phrase, PHRASES[phrase]), no_speech_prob=0.0, avg_logprob=-0.2,
-                          audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
+        return Transcript(text=self.heard.get(phrase, PHRASES[phrase]), no_speech_prob=0.0,
+                          avg_logprob=self.logprob, audio_seconds=len(samples) / SAMPLE_RATE, seconds=0.0)
 
 
 class FakeSynthesizer:
@@ -657,6 +658,19 @@ def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
     assert len(rig.player.played) == 2 and rig.loop.counters.turns == 1
     assert rig.loop.counters.speculations_discarded == 1
+
+
+def test_a_second_reading_whisper_is_less_sure_of_leaves_the_first(caplog):
+    reader = FakeReader({0: "What is the capital of Prance?"})
+    reader.logprob = -1.3
+    rig = make_rig(judge=True, speculate=True, read_again=reader)
+    rig.transcriber.logprob = -1.0  # unsure of its first reading, but less so than of the second
+    with caplog.at_level("INFO"):
+        asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    assert reader.calls == 1 and rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
+    assert rig.loop.counters.speculations_discarded == 0
+    assert stored(rig)[0] == (ChatRole.USER, PHRASES[0])
+    assert "the first reading stands" in caplog.text
 
 
 def test_a_second_reading_that_agrees_keeps_the_reply_started_ahead():

@@ -120,7 +120,8 @@ def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber)
 def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(transcriber):
     """en-029's "Set a timer for ten minutes." in pink noise at 10 dB: tiny.en reads "So, to
     tighten my bottom, be leaders." at beam 1 and 5; Whisper base (`WakeWord.ConfirmSecondModel`,
-    `SpeechToText.ReadAgainBySecondModel`), the loaded wake check's model, reads it right."""
+    `SpeechToText.ReadAgainBySecondModel`), the loaded wake check's model, reads it right, and
+    surer of it than tiny.en was of its reading, so the loop takes base's reading."""
     from elara.voice.engines import load_second_check
 
     settings = load_settings(env={})
@@ -138,7 +139,9 @@ def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(tran
     assert again is not None and again._model is second._model and again.beam_size == 5
     assert again.language == transcriber.language and again.clean is transcriber.clean
     assert second.speaking("de").language == "de" and transcriber.speaking("de").language == "en"
-    assert keys <= words(again.transcribe(audio).text)
+    reread = again.transcribe(audio)
+    assert keys <= words(reread.text)
+    assert reread.avg_logprob >= first.avg_logprob, (reread, first)  # so the loop takes it
     # a second model reads even at the first model's beam; no beam, no second reading
     assert read_again(transcriber, 1, second) is not None and read_again(transcriber, 0, second) is None
 
