@@ -56,6 +56,7 @@ from elara.voice.turn import (  # noqa: E402
     TurnThresholds,
     Verdict,
     read_again_wanted,
+    second_reading_kept,
 )
 
 
@@ -480,7 +481,7 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
                 if i in which:
                     second, more, second_logprob = readings[(again.key, i)]
                     seconds += more
-                    if not surer or second_logprob >= logprob:
+                    if not surer or second_reading_kept(logprob, second_logprob):
                         text = second
                 tally.add(score(clip.text, text, seconds))
             rows.append((f"{first.label}, {name} again with {again.label}", tally))

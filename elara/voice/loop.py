@@ -54,6 +54,7 @@ from elara.voice.turn import (
     pause_limit_ms,
     read_again_wanted,
     said_wake_phrase,
+    second_reading_kept,
 )
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection, names_wake_word
@@ -748,9 +749,7 @@ class VoiceLoop:
                 if second_reason is not None:  # the wider beam heard no question: the first stands
                     self._speculative = (span, task)
                     log.info("read the doubted words again: no question heard, the first reading stands")
-                elif second.avg_logprob < transcript.avg_logprob:
-                    # Of bench_stt's 528 questions, keeping whichever reading Whisper was surer of
-                    # heard 77.1 % of key words against 76.5 % always taking the second.
+                elif not second_reading_kept(transcript.avg_logprob, second.avg_logprob):
                     self._speculative = (span, task)
                     log.info("read the doubted words again: Whisper was less sure of them "
                              "(%.2f against %.2f), the first reading stands",
