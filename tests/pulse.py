@@ -347,6 +347,14 @@ class VirtualSoundCard:
         """Undo `add_echo`."""
         self.pactl("unload-module", str(module))
 
+    def move_echo(self, module: int, latency_ms: int, volume: float = 0.5) -> int:
+        """The echo path moved (a stalled sound server's loopback buffer grown, a speaker changed
+        its buffering): `add_echo` again `latency_ms` late, then the old path undone. Returns the
+        new module to `remove_echo`."""
+        moved = self.add_echo(latency_ms=latency_ms, volume=volume)
+        self.remove_echo(module)
+        return moved
+
     def add_room(self, name: str) -> tuple[str, str]:
         """Another room's microphone and speaker: null sinks `<name>_mic` (play into it; record
         its `.monitor` as the microphone) and `<name>_speaker` (play to it; record its `.monitor`).

@@ -263,3 +263,67 @@ def test_what_cancelling_leaves_of_her_voice_is_measured(far, gain, most):
     assert ratios[-1] is not None and ratios[-1] <= most
     echo.reset()
     assert echo.residual_ratio() is None
+
+
+def passes_for_the_person(echo: EchoFilter, at: float) -> bool:
+    """What the going-on check takes for the person over her voice, before asking `moved`."""
+    near, far_level = echo.recent_levels(1)
+    return echo.settled(at) and far_level >= 100 and is_speech_over_her(near, far_level, echo.erle_db,
+                                                                       echo.residual_ratio())
+
+
+def test_her_echo_path_moving_between_replies_is_seen_at_her_first_frames(far):
+    """Between two replies her echo path moved from 40 to 100 ms (a CI run's stalled sound server
+    did this): her second reply, uncancelled, would pass for the person going on. The filter
+    sees the move before three frames of it (the going-on check's 200 ms) pass for the person,
+    and listens again only once what cancelling leaves of her voice is measured anew."""
+    gap = np.zeros(2 * SAMPLE_RATE, dtype=np.int16)
+    played = np.concatenate([far, gap, far])
+    second = len(far) + len(gap)
+    history = PlaybackHistory(seconds=60)
+    for i in range(0, len(played), 320):
+        history.write(100.0 + i / SAMPLE_RATE, played[i:i + 320], SAMPLE_RATE)
+    mic = np.concatenate([room(played, 40, 0.5)[:second], room(played, 100, 0.5)[second:]])
+    mic += np.random.default_rng(3).standard_normal(len(mic)) * 30
+    echo = EchoFilter(SpeexCanceller(), history)
+    in_a_row, most_in_a_row, moved_at = 0, 0, None
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
+        echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
+        person = passes_for_the_person(echo, stamp)
+        if person and echo.moved():
+            assert moved_at is None and i >= second
+            moved_at, person = i, False
+            assert not echo.settled(stamp)
+        in_a_row = in_a_row + 1 if person else 0
+        most_in_a_row = max(most_in_a_row, in_a_row)
+    assert moved_at is not None and most_in_a_row < 3
+    assert moved_at - second < SAMPLE_RATE  # in her first second, as it reached her
+    assert echo.delay_ms is not None and abs(echo.delay_ms - 100) <= 3
+
+
+@pytest.mark.parametrize("delay_ms", [40, 100])
+def test_a_person_talking_over_her_is_not_taken_for_her_echo_moving(far, delay_ms):
+    """People of several voices and loudnesses over her reply, her echo path where it was: the
+    frames that pass for the person are never put down to her echo having moved."""
+    users = [voice_clips.espeak_speech("and what about the weather in Berlin tomorrow morning", voice=v, speed=s)
+             for v, s in (("en-us", 150), ("en-gb", 180))]
+    heard = 0
+    for n, user in enumerate(users):
+        for gain, start in ((0.25, 3.0), (0.5, 5.0), (1.0, 7.5), (1.0, 5.0)):
+            history = PlaybackHistory(seconds=30)
+            for i in range(0, len(far), 320):
+                history.write(100.0 + i / SAMPLE_RATE, far[i:i + 320], SAMPLE_RATE)
+            mic = room(far, delay_ms, 0.5, seed=n)
+            begin = int(start * SAMPLE_RATE)
+            said = min(len(user), len(mic) - begin)
+            mic[begin:begin + said] += user[:said] * gain * 20000 / np.abs(user).max()
+            mic += np.random.default_rng(n).standard_normal(len(mic)) * 30
+            echo = EchoFilter(SpeexCanceller(), history)
+            for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+                stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
+                echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
+                if begin <= i < begin + said and passes_for_the_person(echo, stamp):
+                    heard += 1
+                    assert not echo.moved(), (n, gain, start, i)
+    assert heard > 100  # the person was heard over her, and each of those frames asked

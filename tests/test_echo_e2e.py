@@ -36,18 +36,33 @@ def responder(endpoint, body):
     return LONG if "story" in last.lower() else SAYS_JARVIS
 
 
+class EchoPath:
+    """The speaker routed back into the microphone, `ECHO_MS` late at half volume, until moved."""
+
+    def __init__(self, card):
+        self.card = card
+        self.module = card.add_echo(latency_ms=ECHO_MS, volume=0.5)
+
+    def move(self, latency_ms):
+        """The path now `latency_ms` late: what a stall of the sound server leaves behind."""
+        self.module = self.card.move_echo(self.module, latency_ms, volume=0.5)
+
+    def remove(self):
+        self.card.remove_echo(self.module)
+
+
 @pytest.fixture
 def echo_daemon(sound_card, ollama_server, tmp_path, request):
     ollama_server.responder = responder
-    module = sound_card.add_echo(latency_ms=ECHO_MS, volume=0.5)
+    echo = EchoPath(sound_card)
     env = daemon_env(sound_card.env, ollama_server.url, tmp_path, **request.param)
     daemon = DaemonProcess(env)
     try:
         daemon.wait_for("waiting for the wake word", timeout=90)
-        yield daemon, env
+        yield daemon, env, echo
     finally:
         daemon.kill()
-        sound_card.remove_echo(module)
+        echo.remove()
         (tmp_path / "daemon.log").write_text(daemon.log())
 
 
@@ -111,13 +126,18 @@ def reaction(recording, played, said_end):
 @pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "continued", "Listening__FollowUpSeconds": "3",
                                           "Logging__Level": "DEBUG"}], indirect=True)
 def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server, tmp_path):
-    daemon, env = echo_daemon
+    daemon, env, echo = echo_daemon
     questions = ["Tell me something.", "And then?", "Tell me more.", "What else?", "Go on.",
                  "Why is that?", "Tell me another one.", "What happened next?", "Is that so?"]
     sound_card.play_into_mic(clip(tmp_path, "q0", *wake_then("Say something about Jarvis.")))
     for turn, question in enumerate(questions, start=1):
         # In the follow-up window after each reply, no wake word: the next question.
         daemon.wait_for(r"turn timings", count=turn, timeout=60)
+        if turn == 4:
+            # Her echo comes 60 ms later from here on, as after a CI run's stall: until the filter
+            # measured it again, what was left of her next reply passed for the person going on
+            # after "What else?", four times, each reply dropped and the question asked again.
+            echo.move(ECHO_MS + 60)
         sound_card.play_into_mic(clip(tmp_path, f"q{turn}", voice_clips.silence(0.3),
                                       voice_clips.piper_speech(question), voice_clips.silence(0.8)))
     daemon.wait_for(r"turn timings", count=len(questions) + 1, timeout=60)
@@ -141,7 +161,7 @@ def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server
 @pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "wake_word", "Logging__Level": "DEBUG"}], indirect=True)
 def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, sound_card, ollama_server,
                                                                    tmp_path):
-    daemon, env = echo_daemon
+    daemon, env, _ = echo_daemon
     # "Stop." in another voice than hers, no wake word, over a long reply once she has spoken long
     # enough to have learnt the room (a few seconds; an always-on assistant does that once).
     # (Someone talking over her unsettles speexdsp for a while, which makes a "stop" just after

@@ -60,6 +60,26 @@ BARGE_IN_MARGIN_DB = 6.0
 SPEECH_OVER_HER_MARGIN_DB = 12.0
 
 
+#: her latest frames lined up against what she played when a frame over her voice seems to be the
+#: person (`EchoFilter.moved`): few enough to see a move of her echo path at once, before the
+#: once-a-second measure does, and at least `MOVED_MIN_FRAMES` of them
+MOVED_FRAMES = 4
+MOVED_MIN_FRAMES = 3
+#: how far from where the filter learns it that look must find her echo to count as moved: the
+#: strongest of a room's reflections may take the peak a millisecond or two from the direct sound
+MOVED_SECONDS = 0.004
+#: how clearly: `estimate_delay`'s peak over the rest (the once-a-second measure asks 5 of a
+#: second; a person talking over her blurs it, so a move is only believed where it is plain)
+MOVED_CLARITY = 8.0
+#: … and the microphone must be more like her voice at the new delay than at the old, by this much
+#: (a person talking over her in a short window puts GCC-PHAT's peak anywhere, mostly where it
+#: found nothing alike)
+MOVED_LIKENESS = 2.0
+MOVED_MIN_LIKENESS = 0.1
+#: … over her latest frames alone (a move in the window's middle leaves its start alike at the old)
+MOVED_LIKENESS_FRAMES = 2
+
+
 #: far-active frames over which what cancelling leaves of her voice is measured (≈5 s of her voice)
 RESIDUAL_FRAMES = 64
 #: … and how many it takes before the measure is trusted over the ERLE's worst case
@@ -310,6 +330,8 @@ class EchoFilter:
         self._far: collections.deque[np.ndarray] = collections.deque()
         self._near: collections.deque[np.ndarray] = collections.deque()
         self._collected = 0
+        #: her latest frames through the canceller (where their reference starts, the microphone), for `moved`
+        self._recent: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=MOVED_FRAMES)
         #: per recent frame: cleaned level and far-end level (RMS), for `recent_levels`
         self._levels: collections.deque[tuple[float, float]] = collections.deque(maxlen=25)
         #: cleaned level / far-end level of recent frames she spoke in, for `residual_ratio`
@@ -333,11 +355,13 @@ class EchoFilter:
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
             self.counters.passed += 1
             self._levels.append((_rms(near), 0.0))
+            self._recent.clear()
             return frame
         far = self.history.read(start, count)
         with self._lock:
             cleaned = self.canceller.process(near, far)
         self.counters.processed += 1
+        self._recent.append((start, near))
         far_rms, near_rms, out_rms = _rms(far), _rms(near), _rms(cleaned)
         self._levels.append((out_rms, far_rms))
         if far_rms >= FAR_ACTIVE_RMS:
@@ -380,6 +404,38 @@ class EchoFilter:
         cancelling leaves of her voice? Until then that can be as loud as a person."""
         return not self._remeasuring and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
 
+    def moved(self) -> bool:
+        """Has her echo path just moved (a stalled sound server, a speaker rebuffered)? Asked when
+        a frame over her voice seems to be the person: her latest frames show a plain echo of
+        what she played, but not where the filter learns it, so what passed for the person is
+        her voice uncancelled. The reference is then realigned at once, and what cancelling
+        leaves of her voice measured again (`settled` is False until it is)."""
+        if (self._target is None or len(self._recent) < MOVED_MIN_FRAMES or not self._hears_her()):
+            return False
+        near = np.concatenate([n for _, n in self._recent])
+        # what she played from `_max_lag` before the first of these frames on: near sample t
+        # is far sample `_max_lag` + t, so that a lag of k is a delay of k samples
+        far = self.history.read(self._recent[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(near))
+        if _rms(far[self._max_lag:]) < FAR_ACTIVE_RMS:
+            return False
+        padded = np.concatenate([np.zeros(self._max_lag, dtype=near.dtype), near])
+        lag, clarity = estimate_delay(far, padded, self._max_lag)
+        if clarity < MOVED_CLARITY or abs(lag / SAMPLE_RATE - self._target) <= MOVED_SECONDS:
+            return False
+        last = MOVED_LIKENESS_FRAMES * len(self._recent[-1][1])
+        there = _likeness(far, padded, lag, last)
+        here = _likeness(far, padded, round(self._target * SAMPLE_RATE), last)
+        log.debug("echo moved? %.2f alike %.0f ms on, %.2f where learnt", there,
+                  (lag / SAMPLE_RATE - self._target) * 1000, here)
+        if there < MOVED_LIKENESS * here or there < MOVED_MIN_LIKENESS:
+            return False
+        delay = lag / SAMPLE_RATE + self._shift
+        log.info("echo delay %.0f ms, moved %+.0f ms (clarity %.1f)", delay * 1000,
+                 (lag / SAMPLE_RATE - self._target) * 1000, clarity)
+        self.delay_ms = delay * 1000
+        self._realign(delay)
+        return True
+
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
         recent = list(self._levels)[-frames:]
@@ -407,6 +463,7 @@ class EchoFilter:
         """Start over (a new microphone or speaker)."""
         self._residuals.clear()
         self._heard.clear()
+        self._recent.clear()
         self._remeasuring = False
         with self._lock:
             self.canceller.reset()
@@ -445,13 +502,33 @@ class EchoFilter:
         if self._target is None:
             self._target = min(max(delay, TARGET_LAG_SECONDS[0]), TARGET_LAG_SECONDS[1])
             self.canceller.stream_delay_ms = round(self._target * 1000)
+        self._realign(delay)
+
+    def _realign(self, delay: float) -> None:
+        """Read the reference so that an echo `delay` behind the stamps stays where the filter
+        learns it; what cancelling left of her voice before no longer holds."""
+        assert self._target is not None
         shift = delay - self._target
         if abs(shift - self._shift) > REALIGN_SECONDS:
             log.debug("echo reference shifted by %.1f ms", (shift - self._shift) * 1000)
             self._shift = shift
             self.counters.realigned += 1
             self._residuals.clear()
+            self._recent.clear()
             self._remeasuring = True
+            # what the once-a-second measure has gathered was read at the old alignment
+            self._far.clear()
+            self._near.clear()
+            self._collected = 0
+
+
+def _likeness(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> float:
+    """How much the `last` samples of `near` are `far` `lag` samples late (the two of a length,
+    `far` reaching back at least `lag` before them): their normalized correlation at that lag."""
+    a = near[len(near) - last:].astype(np.float64)
+    b = far[len(far) - last - lag:len(far) - lag].astype(np.float64)
+    energy = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
+    return abs(float(np.dot(a, b))) / energy if energy > 0 else 0.0
 
 
 def _rms(samples: np.ndarray) -> float:

@@ -532,6 +532,8 @@ class VoiceLoop:
             log.debug("going on? speech (%.2f) at level %.0f over hers %.0f (left of her: %s, "
                       "settled: %s): %s", probability, near, far,
                       "unmeasured" if residual is None else f"{residual:.3f}", settled, is_speech)
+            if is_speech and await asyncio.to_thread(parts.echo.moved):
+                is_speech = False  # her own voice, its echo path moved under the filter
         elif is_speech and self.state == d.SPEAKING:
             is_speech = False  # her own voice, uncancelled, is all the microphone may hear
         seen = go_on.watch.feed(frame.captured_at, frame.duration, is_speech)
