@@ -9,6 +9,7 @@ from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
 from elara.audio.reference import PlaybackHistory
 from elara.voice.echo import (
     CANCELLERS,
+    FAR_ACTIVE_RMS,
     RESIDUAL_MIN_FRAMES,
     SETTLE_FRAMES,
     EchoFilter,
@@ -265,41 +266,37 @@ def test_what_cancelling_leaves_of_her_voice_is_measured(far, gain, most):
     assert echo.residual_ratio() is None
 
 
-def passes_for_the_person(echo: EchoFilter, at: float) -> bool:
-    """What the going-on check takes for the person over her voice, before asking `moved`."""
-    near, far_level = echo.recent_levels(1)
-    return echo.settled(at) and far_level >= 100 and is_speech_over_her(near, far_level, echo.erle_db,
-                                                                       echo.residual_ratio())
-
-
 def test_her_echo_path_moving_between_replies_is_seen_at_her_first_frames(far):
-    """Between two replies her echo path moved from 40 to 100 ms (a CI run's stalled sound server
-    did this): her second reply, uncancelled, would pass for the person going on. The filter
-    sees the move before three frames of it (the going-on check's 200 ms) pass for the person,
-    and listens again only once what cancelling leaves of her voice is measured anew."""
+    """Between replies her echo path moved from 40 to 100 ms (a CI run's stalled sound server did
+    this), and back: each reply after a move, uncancelled, would pass for the person going on. The
+    filter sees each move before three frames of it (the going-on check's 200 ms) pass for the
+    person, and listens again only once what cancelling leaves of her voice is measured anew."""
     gap = np.zeros(2 * SAMPLE_RATE, dtype=np.int16)
-    played = np.concatenate([far, gap, far])
-    second = len(far) + len(gap)
+    played = np.concatenate([far, gap, far, gap, far])
+    starts = [0, len(far) + len(gap), 2 * (len(far) + len(gap))]
     history = PlaybackHistory(seconds=60)
     for i in range(0, len(played), 320):
         history.write(100.0 + i / SAMPLE_RATE, played[i:i + 320], SAMPLE_RATE)
-    mic = np.concatenate([room(played, 40, 0.5)[:second], room(played, 100, 0.5)[second:]])
+    mic = np.concatenate([room(played, delay, 0.5)[start:end]
+                          for delay, start, end in zip((40, 100, 40), starts, starts[1:] + [len(played)])])
     mic += np.random.default_rng(3).standard_normal(len(mic)) * 30
     echo = EchoFilter(SpeexCanceller(), history)
-    in_a_row, most_in_a_row, moved_at = 0, 0, None
+    in_a_row, most_in_a_row, moves = 0, 0, []
     for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
         stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
         echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
-        person = passes_for_the_person(echo, stamp)
-        if person and echo.moved():
-            assert moved_at is None and i >= second
-            moved_at, person = i, False
-            assert not echo.settled(stamp)
+        realigned = echo.counters.realigned
+        # as the going-on check asks of each frame of speech; where she is silent it is the person's
+        person = echo.person_over_her(stamp) and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS
+        if echo.counters.realigned > realigned:
+            assert not person and not echo.settled(stamp)
+            moves.append((i, echo.delay_ms))
         in_a_row = in_a_row + 1 if person else 0
         most_in_a_row = max(most_in_a_row, in_a_row)
-    assert moved_at is not None and most_in_a_row < 3
-    assert moved_at - second < SAMPLE_RATE  # in her first second, as it reached her
-    assert echo.delay_ms is not None and abs(echo.delay_ms - 100) <= 3
+    assert most_in_a_row < 3
+    # each in her first second after it, as it reached her
+    assert [next(start for start in starts if 0 <= at - start < SAMPLE_RATE) for at, _ in moves] == starts[1:]
+    assert [round(delay_ms) for _, delay_ms in moves] == [100, 40]
 
 
 @pytest.mark.parametrize("delay_ms", [40, 100])
@@ -323,7 +320,8 @@ def test_a_person_talking_over_her_is_not_taken_for_her_echo_moving(far, delay_m
             for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
                 stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
                 echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
-                if begin <= i < begin + said and passes_for_the_person(echo, stamp):
-                    heard += 1
-                    assert not echo.moved(), (n, gain, start, i)
-    assert heard > 100  # the person was heard over her, and each of those frames asked
+                if begin <= i < begin + said and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
+                    realigned = echo.counters.realigned
+                    heard += echo.person_over_her(stamp)
+                    assert echo.counters.realigned == realigned, (n, gain, start, i)
+    assert heard > 100  # the person was heard over her voice

@@ -67,3 +67,14 @@ def test_no_echo_has_no_clear_delay():
     far = (rng.standard_normal(16_000) * 3000).astype(np.int16)
     near = (rng.standard_normal(16_000) * 3000).astype(np.int16)
     assert estimate_delay(far, near, max_lag=16 * 300)[1] < 5
+
+
+def test_an_echo_ahead_of_its_reference_is_found_at_a_negative_lag():
+    """The reference read 60 ms behind the stamps (the path had grown), the echo now 20 ms ahead of
+    it (the path shrank back): found where the lags searched reach below zero."""
+    rng = np.random.default_rng(2)
+    played = (rng.standard_normal(17_000) * 3000).astype(np.int16)
+    far, near = played[:16_000], played[320:16_320] // 2  # near 20 ms ahead of far
+    found, clarity = estimate_delay(far, near, max_lag=16 * 300, min_lag=-16 * 60)
+    assert found == -320 and clarity > 5
+    assert estimate_delay(far, near, max_lag=16 * 300)[0] >= 0  # not looked for by default

@@ -98,16 +98,18 @@ def _to_16k(samples: np.ndarray, rate: int) -> np.ndarray:
     return np.interp(positions, np.arange(len(samples)), samples.astype(np.float32)).astype(np.int16)
 
 
-def estimate_delay(far: np.ndarray, near: np.ndarray, max_lag: int) -> tuple[int, float]:
-    """How many samples `near` lags `far` (0 … max_lag), by GCC-PHAT, and how clearly: the
-    peak's height over the mean of the others (≥ 5 is a clear echo; near 1 is none)."""
+def estimate_delay(far: np.ndarray, near: np.ndarray, max_lag: int, min_lag: int = 0) -> tuple[int, float]:
+    """How many samples `near` lags `far` (min_lag … max_lag; a negative lag: `near` leads), by
+    GCC-PHAT, and how clearly: the peak's height over the mean of the others (≥ 5 is a clear
+    echo; near 1 is none)."""
     n = len(far) + len(near)
     size = 1 << (n - 1).bit_length()
     spectrum = np.fft.rfft(near.astype(np.float64), size) * np.conj(np.fft.rfft(far.astype(np.float64), size))
     magnitude = np.abs(spectrum)
     spectrum /= np.where(magnitude > 1e-9, magnitude, 1.0)
-    correlation = np.fft.irfft(spectrum, size)[: max_lag + 1]
-    lag = int(np.argmax(correlation))
-    rest = np.delete(np.abs(correlation), lag)
-    clarity = float(correlation[lag] / (rest.mean() + 1e-12)) if len(rest) else 0.0
-    return lag, clarity
+    lags = np.arange(min_lag, max_lag + 1)
+    correlation = np.fft.irfft(spectrum, size)[lags % size]  # a negative lag wraps to the end
+    best = int(np.argmax(correlation))
+    rest = np.delete(np.abs(correlation), best)
+    clarity = float(correlation[best] / (rest.mean() + 1e-12)) if len(rest) else 0.0
+    return int(lags[best]), clarity

@@ -395,6 +395,7 @@ class EchoFilter:
                 self._cursor = expected
                 return expected
             self.counters.resyncs += 1
+            self._recent.clear()  # its frames no longer follow on from these
         self._cursor = stamped
         return stamped
 
@@ -403,6 +404,17 @@ class EchoFilter:
         before `at`, and since the reference was last realigned, long enough to measure again what
         cancelling leaves of her voice? Until then that can be as loud as a person."""
         return not self._remeasuring and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
+
+    def person_over_her(self, at: float) -> bool:
+        """Is the speech in the frame captured at `at` the person's, over her voice? Only where her
+        echo path has held still (`settled`); then where she is silent, or standing above what
+        cancelling leaves of her voice, unless that is her voice with the path just moved (`moved`)."""
+        near, far = self.recent_levels(1)
+        settled, residual = self.settled(at), self.residual_ratio()
+        theirs = settled and is_speech_over_her(near, far, self.erle_db, residual)
+        log.debug("over her? level %.0f over hers %.0f (left of her: %s, settled: %s): %s", near, far,
+                  "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
+        return theirs and not self.moved()
 
     def moved(self) -> bool:
         """Has her echo path just moved (a stalled sound server, a speaker rebuffered)? Asked when
@@ -419,7 +431,7 @@ class EchoFilter:
         if _rms(far[self._max_lag:]) < FAR_ACTIVE_RMS:
             return False
         padded = np.concatenate([np.zeros(self._max_lag, dtype=near.dtype), near])
-        lag, clarity = estimate_delay(far, padded, self._max_lag)
+        lag, clarity = estimate_delay(far, padded, self._max_lag, self._least_lag())
         if clarity < MOVED_CLARITY or abs(lag / SAMPLE_RATE - self._target) <= MOVED_SECONDS:
             return False
         last = MOVED_LIKENESS_FRAMES * len(self._recent[-1][1])
@@ -492,7 +504,7 @@ class EchoFilter:
         self._far.clear()
         self._near.clear()
         self._collected = 0
-        lag, clarity = estimate_delay(far_all, near_all, self._max_lag)
+        lag, clarity = estimate_delay(far_all, near_all, self._max_lag, self._least_lag())
         if clarity < 5:
             return  # no clear echo in this stretch (the user talking over her, or a quiet room)
         delay = lag / SAMPLE_RATE + self._shift  # behind the stamps of what was played
@@ -503,6 +515,11 @@ class EchoFilter:
             self._target = min(max(delay, TARGET_LAG_SECONDS[0]), TARGET_LAG_SECONDS[1])
             self.canceller.stream_delay_ms = round(self._target * 1000)
         self._realign(delay)
+
+    def _least_lag(self) -> int:
+        """The least lag behind the reference as read (`_shift` behind the stamps) at which her
+        echo can be: none behind the stamps, where a path that grew and then shrank puts it."""
+        return -max(round(self._shift * SAMPLE_RATE), 0)
 
     def _realign(self, delay: float) -> None:
         """Read the reference so that an echo `delay` behind the stamps stays where the filter
@@ -523,10 +540,12 @@ class EchoFilter:
 
 
 def _likeness(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> float:
-    """How much the `last` samples of `near` are `far` `lag` samples late (the two of a length,
-    `far` reaching back at least `lag` before them): their normalized correlation at that lag."""
-    a = near[len(near) - last:].astype(np.float64)
-    b = far[len(far) - last - lag:len(far) - lag].astype(np.float64)
+    """How much the `last` samples of `near` (those with `far` to match, for a negative lag) are
+    `far` `lag` samples late (the two of a length, `far` reaching back at least `lag` before
+    them): their normalized correlation at that lag."""
+    end = len(near) - max(-lag, 0)
+    a = near[end - last:end].astype(np.float64)
+    b = far[end - last - lag:end - lag].astype(np.float64)
     energy = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
     return abs(float(np.dot(a, b))) / energy if energy > 0 else 0.0
 

@@ -30,7 +30,7 @@ from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioC
 from elara.conversation.messages import PromptReady
 from elara.errors import ElaraError, LanguageModelError
 from elara.orchestrator import TurnResult
-from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in, is_speech_over_her
+from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in
 from elara.voice.endpoint import (
     SILENCE,
     EarlyEnd,
@@ -526,14 +526,8 @@ class VoiceLoop:
             # Over her voice, speech is what stands above what cancelling leaves of hers; just
             # after a gap in her voice that can be her own (each drop would start her again, and
             # again, never long enough for the canceller to relearn).
-            near, far = parts.echo.recent_levels(1)
-            settled, residual = parts.echo.settled(frame.captured_at), parts.echo.residual_ratio()
-            is_speech = settled and is_speech_over_her(near, far, parts.echo.erle_db, residual)
-            log.debug("going on? speech (%.2f) at level %.0f over hers %.0f (left of her: %s, "
-                      "settled: %s): %s", probability, near, far,
-                      "unmeasured" if residual is None else f"{residual:.3f}", settled, is_speech)
-            if is_speech and await asyncio.to_thread(parts.echo.moved):
-                is_speech = False  # her own voice, its echo path moved under the filter
+            is_speech = await asyncio.to_thread(parts.echo.person_over_her, frame.captured_at)
+            log.debug("going on? speech (%.2f): %s", probability, is_speech)
         elif is_speech and self.state == d.SPEAKING:
             is_speech = False  # her own voice, uncancelled, is all the microphone may hear
         seen = go_on.watch.feed(frame.captured_at, frame.duration, is_speech)
