@@ -138,6 +138,8 @@ def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server
             # measured it again, what was left of her next reply passed for the person going on
             # after "What else?", four times, each reply dropped and the question asked again.
             echo.move(ECHO_MS + 60)
+        elif turn == 7:
+            echo.move(ECHO_MS)  # and back: ahead of where the reference is now read
         sound_card.play_into_mic(clip(tmp_path, f"q{turn}", voice_clips.silence(0.3),
                                       voice_clips.piper_speech(question), voice_clips.silence(0.8)))
     daemon.wait_for(r"turn timings", count=len(questions) + 1, timeout=60)

@@ -75,7 +75,9 @@ MOVED_CLARITY = 8.0
 #: (a person talking over her in a short window puts GCC-PHAT's peak anywhere, mostly where it
 #: found nothing alike)
 MOVED_LIKENESS = 2.0
-MOVED_MIN_LIKENESS = 0.1
+#: … and at least this much (people over her measured at most 0.07 in a reverberant room, her
+#: moved echo there 0.2–0.55, and 1.0 through a loopback: `scripts/bench_echo.py --moving-path`)
+MOVED_MIN_LIKENESS = 0.15
 #: … over her latest frames alone (a move in the window's middle leaves its start alike at the old)
 MOVED_LIKENESS_FRAMES = 2
 
@@ -342,6 +344,8 @@ class EchoFilter:
         # Set when the reference is realigned (the echo path moved): what cancelling left of her
         # voice before no longer holds, and until it is measured again it may be as loud as a person.
         self._remeasuring = False
+        #: whether a `LearningCanceller` had handed over to speexdsp at the last frame
+        self._switched = False
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
         self._target: float | None = None  # the delay behind its reference the filter learns at
@@ -360,6 +364,12 @@ class EchoFilter:
         far = self.history.read(start, count)
         with self._lock:
             cleaned = self.canceller.process(near, far)
+            switched = getattr(self.canceller, "learnt", False)
+        if switched != self._switched:
+            # AEC3 handed over to speexdsp, which leaves her voice differently: measure it again
+            self._switched = switched
+            self._residuals.clear()
+            self._remeasuring = True
         self.counters.processed += 1
         self._recent.append((start, near))
         far_rms, near_rms, out_rms = _rms(far), _rms(near), _rms(cleaned)
