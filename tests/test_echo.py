@@ -325,3 +325,32 @@ def test_a_person_talking_over_her_is_not_taken_for_her_echo_moving(far, delay_m
                     heard += echo.person_over_her(stamp)
                     assert echo.counters.realigned == realigned, (n, gain, start, i)
     assert heard > 100  # the person was heard over her voice
+
+
+def test_when_speexdsp_takes_over_what_it_leaves_of_her_voice_is_measured_anew():
+    """AEC3 left nothing of her voice; speexdsp, once it takes over, leaves more: the residual
+    measured under AEC3 no longer holds, and until it is measured again nothing over her voice
+    passes for the person (a simulated room had her voice pass right after the hand-over)."""
+    learner = Scaled(1.0)
+    canceller = LearningCanceller(Scaled(0.0), learner)
+    history = PlaybackHistory(seconds=60)
+    tone = np.full(320, 8000, dtype=np.int16)
+    for i in range(0, 40 * SAMPLE_RATE, 320):
+        history.write(100.0 + i / SAMPLE_RATE, tone, SAMPLE_RATE)
+    echo = EchoFilter(canceller, history, delay_window_seconds=1000.0)  # a tone has no delay to measure
+    near = np.full(FRAME_SAMPLES, 8000, dtype=np.int16)
+    handed_over = None
+    for n in range(300):
+        learner.gain = 10 ** (-min(n, 30) / 20)  # speexdsp learns down to -30 dB, then holds
+        stamp = 103.0 + n * FRAME
+        echo.clean(AudioFrame(near, stamp))
+        if canceller.learnt:
+            handed_over = n
+            break
+        assert n < RESIDUAL_MIN_FRAMES or echo.residual_ratio() == 0.0  # AEC3 left nothing
+    assert handed_over is not None
+    assert echo.residual_ratio() is None and not echo.settled(stamp)
+    for n in range(RESIDUAL_MIN_FRAMES):
+        stamp += FRAME
+        echo.clean(AudioFrame(near, stamp))
+    assert echo.settled(stamp) and echo.residual_ratio() == pytest.approx(10 ** (-30 / 20), rel=0.01)
