@@ -44,6 +44,7 @@ from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame  # noqa: E
 from elara.audio.reference import PlaybackHistory  # noqa: E402
 from elara.audio.streams import resample  # noqa: E402
 from elara.voice.echo import (  # noqa: E402
+    FAR_ACTIVE_RMS,
     Canceller,
     EchoFilter,
     SpeexCanceller,
@@ -134,9 +135,8 @@ def room_response(rt60: float, seed: int = 7) -> np.ndarray:
     return tail / np.sqrt(np.sum(tail ** 2))
 
 
-def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed: int = 1,
-               words_said: list[tuple[str, str]] = WORDS) -> Scene:
-    """Minutes of her reading, and a person speaking over her every few seconds (`words_said`, in turn)."""
+def her_reading(minutes: float) -> tuple[np.ndarray, int]:
+    """Minutes of her reading the story, as the speaker plays it, and its rate."""
     synthesizer = voice_clips.synthesizer()
     sentence_audio = []
     rate = synthesizer.sample_rate
@@ -144,13 +144,24 @@ def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed:
         for text in STORY.split(". "):
             sentence_audio.append(synthesizer.synthesize(text.strip(" .") + ".").samples)
             sentence_audio.append(np.zeros(int(0.15 * rate), dtype=np.int16))
-    played = np.concatenate(sentence_audio)[: int(minutes * 60 * rate)]
+    return np.concatenate(sentence_audio)[: int(minutes * 60 * rate)], rate
+
+
+def her_echo(played: np.ndarray, rate: int, room: str, delay_ms: float, echo_db: float) -> np.ndarray:
+    """What the microphone hears of `played` (16 kHz): through `room`, `delay_ms` late, at `echo_db`."""
     at_mic = resample(played, rate, SAMPLE_RATE).astype(np.float64)
     if room == "room":
         at_mic = np.convolve(at_mic, room_response(0.3))[: len(at_mic)]
     at_mic *= 10 ** (echo_db / 20)
     shift = int(delay_ms * SAMPLE_RATE / 1000)
-    echo = np.concatenate([np.zeros(shift), at_mic])[: len(at_mic)]
+    return np.concatenate([np.zeros(shift), at_mic])[: len(at_mic)]
+
+
+def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed: int = 1,
+               words_said: list[tuple[str, str]] = WORDS) -> Scene:
+    """Minutes of her reading, and a person speaking over her every few seconds (`words_said`, in turn)."""
+    played, rate = her_reading(minutes)
+    echo = her_echo(played, rate, room, delay_ms, echo_db)
     rng = np.random.default_rng(seed)
     mic = echo + rng.standard_normal(len(echo)) * 3.0  # a quiet room's noise floor (≈ -80 dBFS)
     words = []
@@ -194,12 +205,22 @@ class Result:
     false_stops_plain: int
 
 
+def hand_over(history: PlaybackHistory, played: np.ndarray, rate: int, start: float, written: int,
+              captured: float) -> int:
+    """The speaker hands over everything due by `captured` (it runs ahead of what is heard), from
+    `written` samples on, in its blocks; how many it has handed over now."""
+    block = int(BLOCK * rate)
+    while written < len(played) and start + written / rate < captured + 0.1:
+        history.write(start + written / rate, played[written:written + block], rate)
+        written += block
+    return written
+
+
 def run(scene: Scene, canceller: Canceller, transcriber, vad, wake, plain) -> Result:
     """Feed the scene frame by frame as the daemon does; the wake word and the "stop" path on what
     comes out, each with the daemon's level check against her echo. Each "stop" check is also read
     by `plain` (Whisper's own reading, not told the stop commands), for a comparison on the same audio."""
     history = PlaybackHistory(seconds=10.0)
-    block = int(BLOCK * scene.rate)
     start = 100.0  # the monotonic time her first sample is heard
     echo = EchoFilter(canceller, history)
     spotter = StopSpotter()
@@ -214,10 +235,7 @@ def run(scene: Scene, canceller: Canceller, transcriber, vad, wake, plain) -> Re
     frames = len(scene.mic) // FRAME_SAMPLES
     for i in range(frames):
         captured = start + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
-        # The speaker has handed over everything due by now (it runs ahead of what is heard).
-        while written < len(scene.played) and start + written / scene.rate < captured + 0.1:
-            history.write(start + written / scene.rate, scene.played[written:written + block], scene.rate)
-            written += block
+        written = hand_over(history, scene.played, scene.rate, start, written, captured)
         frame = AudioFrame(scene.mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES], captured)
         began = time.process_time()
         cleaned = echo.clean(frame)
@@ -309,6 +327,75 @@ def offline(args: argparse.Namespace) -> None:
                   f"{result.false_stops_plain} |", flush=True)
 
 
+# -- the going-on check over her voice, offline --------------------------------------------------
+
+#: frames of speech in a row the going-on check takes for the person going on (`Listening.MinSpeechMs`
+#: 200 ms of 80 ms frames)
+GOING_ON_FRAMES = 3
+
+
+@dataclass
+class OverHer:
+    """What the going-on check's test (`EchoFilter.person_over_her`) made of one scene."""
+
+    speech_frames: int = 0  # frames of speech (Silero) over her voice
+    theirs: int = 0  # … taken for the person's
+    moves_seen: int = 0  # … put down to her echo path having moved, and realigned
+    went_on: int = 0  # runs of `GOING_ON_FRAMES` taken for the person: the check would drop her reply
+
+
+def over_her(played: np.ndarray, rate: int, mic: np.ndarray, vad, *, check_moves: bool = True) -> OverHer:
+    """Feed `mic` frame by frame; ask the going-on check's test of each frame of speech over her."""
+    history = PlaybackHistory(seconds=10.0)
+    echo = EchoFilter(make_canceller("speex"), history)
+    if not check_moves:
+        echo.moved = lambda: False  # type: ignore[method-assign]  # as before the check
+    vad.reset()
+    seen, written, in_a_row = OverHer(), 0, 0
+    for i in range(len(mic) // FRAME_SAMPLES):
+        captured = 100.0 + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
+        written = hand_over(history, played, rate, 100.0, written, captured)
+        cleaned = echo.clean(AudioFrame(mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES], captured))
+        theirs = False
+        if vad.speech_probability(cleaned) >= 0.5 and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
+            seen.speech_frames += 1
+            realigned = echo.counters.realigned
+            theirs = echo.person_over_her(captured)
+            seen.theirs += theirs
+            seen.moves_seen += echo.counters.realigned > realigned
+        in_a_row = in_a_row + 1 if theirs else 0
+        seen.went_on += in_a_row == GOING_ON_FRAMES
+    return seen
+
+
+def moving_path(args: argparse.Namespace) -> None:
+    """The going-on check over her voice: people talking over her (a move must not be seen), and
+    her voice alone with its echo path moving (her voice must not pass for the person going on)."""
+    from elara.voice.vad import SileroVad
+
+    vad = SileroVad()
+    print("| room | people over her: frames of speech over her, taken for the person, put down to a move "
+          "| … heard going on: with the check / without "
+          f"| her voice alone, the path {args.move_echo_ms:+.0f} ms and back every {args.move_every} s: "
+          "moves, seen at once | her voice taken for the person going on: with the check / without |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for room in args.rooms.split(","):
+        scene = make_scene(args.minutes, room, args.delay_ms, args.echo_db, words_said=OTHER_WORDS)
+        people = over_her(scene.played, scene.rate, scene.mic, vad)
+        people_unchecked = over_her(scene.played, scene.rate, scene.mic, vad, check_moves=False)
+        played, rate = her_reading(args.minutes)
+        echoes = [her_echo(played, rate, room, args.delay_ms + move, args.echo_db) for move in (0, args.move_echo_ms)]
+        every = int(args.move_every * SAMPLE_RATE)
+        late = (np.arange(len(echoes[0])) // every) % 2 == 1
+        noise = np.random.default_rng(1).standard_normal(len(late)) * 3.0
+        mic = np.clip(np.where(late, echoes[1], echoes[0]) + noise, -32768, 32767).astype(np.int16)
+        moved = over_her(played, rate, mic, vad)
+        unchecked = over_her(played, rate, mic, vad, check_moves=False)
+        print(f"| {room} | {people.speech_frames}, {people.theirs}, {people.moves_seen} "
+              f"| {people.went_on} / {people_unchecked.went_on} "
+              f"| {len(late) // every - 1}, {moved.moves_seen} | {moved.went_on} / {unchecked.went_on} |", flush=True)
+
+
 # -- live, on the virtual sound card ---------------------------------------------------------------
 
 
@@ -379,7 +466,17 @@ def live(args: argparse.Namespace) -> None:
                     # Each reply's first 1.5 s after the question is when the person may go on
                     # (Listening.GoOnMs): short replies put many of them in the minutes.
                     reply["text"] = ". ".join(STORY.split(". ")[:2]) + "."
-                self_talk(daemon, card, server, question, args.self_talk)
+                path = {"module": module, "late": False}
+
+                def move() -> None:
+                    """The echo path `--move-echo-ms` later, or back (between two replies)."""
+                    path["late"] = not path["late"]
+                    latency = round(args.delay_ms + (args.move_echo_ms if path["late"] else 0))
+                    path["module"] = card.move_echo(int(path["module"]), latency, volume=10 ** (args.echo_db / 20))
+
+                self_talk(daemon, card, server, question, args.self_talk,
+                          move if args.move_echo_ms else None, round(args.move_every))
+                module = int(path["module"])
             status = json.loads(subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
                                                capture_output=True, text=True, timeout=30).stdout)
             print(f"status: echo {status.get('echo')}, counters {status['counters']}")
@@ -393,16 +490,21 @@ def live(args: argparse.Namespace) -> None:
             card.remove_echo(module)
 
 
-def self_talk(daemon, card, server, question: Path, minutes: float) -> None:
-    """Her long replies heard back for `minutes`: what she took for the user."""
+def self_talk(daemon, card, server, question: Path, minutes: float,
+              move: Callable[[], None] | None = None, every: int = 2) -> None:
+    """Her long replies heard back for `minutes`: what she took for the user. With `move`, the
+    echo path is moved before every `every`-th reply (while she is silent)."""
     began = time.monotonic()
     turns_before = len(server.turns())
     wakes_before = daemon.count(r"wake word hey_jarvis \(")
     stops_before = daemon.count(r'heard "stop"')
     went_on_before = daemon.count("the person went on")
-    asked = 0
+    asked = moves = 0
     spoken = 0.0
     while time.monotonic() - began < minutes * 60:
+        if move is not None and asked and asked % every == 0:
+            move()
+            moves += 1
         waits = daemon.count("waiting for the wake word")
         card.play_into_mic(question)
         asked += 1
@@ -412,7 +514,8 @@ def self_talk(daemon, card, server, question: Path, minutes: float) -> None:
     wakes = daemon.count(r"wake word hey_jarvis \(") - wakes_before - asked
     stops = daemon.count(r'heard "stop"') - stops_before
     extra = len(server.turns()) - turns_before - asked
-    print(f"self-talk: {spoken / 60:.1f} min of her voice heard back over {asked} replies: "
+    print(f"self-talk: {spoken / 60:.1f} min of her voice heard back over {asked} replies "
+          f"({moves} moves of the echo path, {daemon.count('moved +') + daemon.count('moved -')} seen at once): "
           f"{stops} false stops, {wakes} extra wakes, {extra} extra model requests, "
           f"{daemon.count('the person went on') - went_on_before} times her own voice was taken for "
           f"the person going on, {daemon.count('ignored a')} wakes or stops her own voice could "
@@ -436,6 +539,14 @@ def main() -> int:
     parser.add_argument("--self-talk", type=float, default=0.0, help="minutes of self-talk (live)")
     parser.add_argument("--short-replies", action="store_true",
                         help="self-talk with two-sentence replies: many more moments to go on in")
+    parser.add_argument("--move-echo-ms", type=float, default=0.0,
+                        help="live self-talk: the echo path this much later every --move-every replies, "
+                             "then back (a stalled sound server's loopback grown)")
+    parser.add_argument("--move-every", type=float, default=2,
+                        help="live: replies between moves; --moving-path: seconds between moves")
+    parser.add_argument("--moving-path", action="store_true",
+                        help="offline, no Whisper: the going-on check over her voice, with people talking "
+                             "over her and with her echo path moving by --move-echo-ms")
     parser.add_argument("--debug", action="store_true",
                         help="every word said and every candidate (live: the daemon's DEBUG log kept)")
     args = parser.parse_args()
@@ -443,6 +554,8 @@ def main() -> int:
     DEBUG = args.debug
     if args.live:
         live(args)
+    elif args.moving_path:
+        moving_path(args)
     else:
         offline(args)
     return 0
