@@ -350,7 +350,7 @@ def test_when_speexdsp_takes_over_what_it_leaves_of_her_voice_is_measured_anew()
         assert n < RESIDUAL_MIN_FRAMES or echo.residual_ratio() == 0.0  # AEC3 left nothing
     assert handed_over is not None
     assert echo.residual_ratio() is None and not echo.settled(stamp)
-    for n in range(RESIDUAL_MIN_FRAMES):
+    for _ in range(RESIDUAL_MIN_FRAMES):
         stamp += FRAME
         echo.clean(AudioFrame(near, stamp))
     assert echo.settled(stamp) and echo.residual_ratio() == pytest.approx(10 ** (-30 / 20), rel=0.01)
