@@ -48,6 +48,7 @@ class EchoPath:
         self.module = self.card.move_echo(self.module, latency_ms, volume=0.5)
 
     def remove(self):
+        """No echo path any more."""
         self.card.remove_echo(self.module)
 
 

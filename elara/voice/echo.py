@@ -486,7 +486,7 @@ class EchoFilter:
         self._residuals.clear()
         self._heard.clear()
         self._recent.clear()
-        self._remeasuring = False
+        self._remeasuring = self._switched = False
         with self._lock:
             self.canceller.reset()
         self.erle_db, self.delay_ms = 0.0, None
