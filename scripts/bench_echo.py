@@ -515,7 +515,7 @@ def self_talk(daemon, card, server, question: Path, minutes: float,
     stops = daemon.count(r'heard "stop"') - stops_before
     extra = len(server.turns()) - turns_before - asked
     print(f"self-talk: {spoken / 60:.1f} min of her voice heard back over {asked} replies "
-          f"({moves} moves of the echo path, {daemon.count('moved +') + daemon.count('moved -')} seen at once): "
+          f"({moves} moves of the echo path, {daemon.count(r'moved [+-][0-9]')} realignments by the check): "
           f"{stops} false stops, {wakes} extra wakes, {extra} extra model requests, "
           f"{daemon.count('the person went on') - went_on_before} times her own voice was taken for "
           f"the person going on, {daemon.count('ignored a')} wakes or stops her own voice could "
