@@ -340,7 +340,7 @@ class OverHer:
 
     speech_frames: int = 0  # frames of speech (Silero) over her voice
     theirs: int = 0  # … taken for the person's
-    moves_seen: int = 0  # … put down to her echo path having moved, and realigned
+    moves_seen: int = 0  # her echo path seen to have moved, and the reference realigned at once
     went_on: int = 0  # runs of `GOING_ON_FRAMES` taken for the person: the check would drop her reply
 
 
@@ -359,12 +359,11 @@ def over_her(played: np.ndarray, rate: int, mic: np.ndarray, vad, *, check_moves
         theirs = False
         if vad.speech_probability(cleaned) >= 0.5 and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
             seen.speech_frames += 1
-            realigned = echo.counters.realigned
             theirs = echo.person_over_her(captured)
             seen.theirs += theirs
-            seen.moves_seen += echo.counters.realigned > realigned
         in_a_row = in_a_row + 1 if theirs else 0
         seen.went_on += in_a_row == GOING_ON_FRAMES
+    seen.moves_seen = echo.counters.moved
     return seen
 
 
@@ -374,7 +373,7 @@ def moving_path(args: argparse.Namespace) -> None:
     from elara.voice.vad import SileroVad
 
     vad = SileroVad()
-    print("| room | people over her: frames of speech over her, taken for the person, put down to a move "
+    print("| room | people over her: frames of speech over her, taken for the person; moves seen (none happened) "
           "| … heard going on: with the check / without "
           f"| her voice alone, the path {args.move_echo_ms:+.0f} ms and back every {args.move_every} s: "
           "moves, seen at once | her voice taken for the person going on: with the check / without |")

@@ -1411,20 +1411,6 @@ def test_just_after_a_gap_in_her_voice_what_the_microphone_hears_is_not_the_pers
     assert rig.model.questions == [PHRASES[FINISHED]]
 
 
-def test_what_passes_for_the_person_where_her_echo_path_just_moved_is_her_own_voice():
-    """The filter finds, in the frames over her that pass for the person, her echo at a new delay
-    (a stalled sound server): they are her voice uncancelled, and she goes on."""
-    rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
-    echo = rig.loop.parts.echo
-    assert echo is not None
-    asked = []
-    echo.moved = lambda: asked.append(rig.loop.state) or True  # type: ignore[method-assign]
-    state = asyncio.run(go_on_over_her(rig, OVER_HER))
-    assert state == d.SPEAKING and rig.loop.counters.went_on == 0
-    assert asked and set(asked) == {d.SPEAKING}
-    assert rig.model.questions == [PHRASES[FINISHED]]
-
-
 def test_the_wake_word_over_her_in_those_moments_keeps_the_turn_it_cuts():
     rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
 

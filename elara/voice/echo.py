@@ -60,17 +60,18 @@ BARGE_IN_MARGIN_DB = 6.0
 SPEECH_OVER_HER_MARGIN_DB = 12.0
 
 
-#: her latest frames lined up against what she played when a frame over her voice seems to be the
-#: person (`EchoFilter.moved`): few enough to see a move of her echo path at once, before the
-#: once-a-second measure does, and at least `MOVED_MIN_FRAMES` of them
+#: her latest frames lined up against what she played when a frame stands above what cancelling
+#: leaves of her voice (`EchoFilter.moved`): few enough to see a move of her echo path at once,
+#: before the once-a-second measure does, and at least `MOVED_MIN_FRAMES` of them
 MOVED_FRAMES = 4
 MOVED_MIN_FRAMES = 3
 #: how far from where the filter learns it that look must find her echo to count as moved: the
 #: strongest of a room's reflections may take the peak a millisecond or two from the direct sound
 MOVED_SECONDS = 0.004
 #: how clearly: `estimate_delay`'s peak over the rest (the once-a-second measure asks 5 of a
-#: second; a person talking over her blurs it, so a move is only believed where it is plain)
-MOVED_CLARITY = 8.0
+#: second; a person talking over her blurs it, so a move is only believed where it is plain: in a
+#: reverberant room people over her reached 8.5, her moved echo 10.5 and up)
+MOVED_CLARITY = 10.0
 #: … and the microphone must be more like her voice at the new delay than at the old, by this much
 #: (a person talking over her in a short window puts GCC-PHAT's peak anywhere, mostly where it
 #: found nothing alike)
@@ -309,6 +310,7 @@ class EchoCounters:
     passed: int = 0  # frames passed through (nothing played lately)
     resyncs: int = 0  # the reference put back on the frames' stamps
     realigned: int = 0  # the reference shifted to keep the echo where the filter learnt it
+    moved: int = 0  # … of those, at once: her echo path seen to have moved under the filter
 
 
 class EchoFilter:
@@ -374,6 +376,9 @@ class EchoFilter:
         self._recent.append((start, near))
         far_rms, near_rms, out_rms = _rms(far), _rms(near), _rms(cleaned)
         self._levels.append((out_rms, far_rms))
+        # A frame that would pass for someone over her voice may be her own, the path moved.
+        over_her = (far_rms >= FAR_ACTIVE_RMS and not self._remeasuring
+                    and is_speech_over_her(out_rms, far_rms, self.erle_db, self.residual_ratio()))
         if far_rms >= FAR_ACTIVE_RMS:
             self._residuals.append(out_rms / far_rms)
             self._heard.append(near_rms / far_rms)
@@ -386,6 +391,8 @@ class EchoFilter:
             # keeping a person going on over her unheard until her residual was measured again).
             if self._hears_her():
                 self._measure_delay(far, near, far_rms)
+        if over_her:
+            self.moved()
         if self.counters.processed % 25 == 0:
             log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",
                       self.erle_db, None if self.delay_ms is None else round(self.delay_ms),
@@ -416,22 +423,22 @@ class EchoFilter:
         return not self._remeasuring and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
 
     def person_over_her(self, at: float) -> bool:
-        """Is the speech in the frame captured at `at` the person's, over her voice? Only where her
-        echo path has held still (`settled`); then where she is silent, or standing above what
-        cancelling leaves of her voice, unless that is her voice with the path just moved (`moved`)."""
+        """Is the speech in the last frame cleaned (captured at `at`) the person's, over her voice?
+        Only where her echo path has held still (`settled`: a move seen by `clean` unsettles
+        it); then where she is silent, or standing above what cancelling leaves of her voice."""
         near, far = self.recent_levels(1)
         settled, residual = self.settled(at), self.residual_ratio()
         theirs = settled and is_speech_over_her(near, far, self.erle_db, residual)
         log.debug("over her? level %.0f over hers %.0f (left of her: %s, settled: %s): %s", near, far,
                   "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
-        return theirs and not self.moved()
+        return theirs
 
     def moved(self) -> bool:
-        """Has her echo path just moved (a stalled sound server, a speaker rebuffered)? Asked when
-        a frame over her voice seems to be the person: her latest frames show a plain echo of
-        what she played, but not where the filter learns it, so what passed for the person is
-        her voice uncancelled. The reference is then realigned at once, and what cancelling
-        leaves of her voice measured again (`settled` is False until it is)."""
+        """Has her echo path just moved (a stalled sound server, a speaker rebuffered)? Asked by
+        `clean` of each frame that stands above what cancelling leaves of her voice: her latest
+        frames show a plain echo of what she played, but not where the filter learns it, so the
+        frame is her voice uncancelled. The reference is then realigned at once, and what
+        cancelling leaves of her voice measured again (`settled` is False until it is)."""
         if (self._target is None or len(self._recent) < MOVED_MIN_FRAMES or not self._hears_her()):
             return False
         near = np.concatenate([n for _, n in self._recent])
@@ -456,6 +463,7 @@ class EchoFilter:
                  (lag / SAMPLE_RATE - self._target) * 1000, clarity)
         self.delay_ms = delay * 1000
         self._realign(delay)
+        self.counters.moved += 1
         return True
 
     def recent_levels(self, frames: int) -> tuple[float, float]:
@@ -500,7 +508,7 @@ class EchoFilter:
         return {"erle_db": round(self.erle_db, 1),
                 "delay_ms": None if self.delay_ms is None else round(self.delay_ms),
                 "frames_cancelled": self.counters.processed, "realigned": self.counters.realigned,
-                "resyncs": self.counters.resyncs}
+                "moved": self.counters.moved, "resyncs": self.counters.resyncs}
 
     def _measure_delay(self, far: np.ndarray, near: np.ndarray, far_rms: float) -> None:
         if far_rms < FAR_ACTIVE_RMS:
