@@ -138,7 +138,9 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
                 t = parse_timings(line)
                 out["timings"].append(t)
                 out["by_voice"].setdefault(voice, []).append(t["speech_end_to_first_audio"])
-                heard = set(_WORDS.findall(asked(server, before).lower()))
+                # the embedded model asks no server: what was heard is in the history
+                words = asked(server, before) if args.embedded is None else last_user_words(env)
+                heard = set(_WORDS.findall(words.lower()))
                 said = _WORDS.findall(question.lower())
                 out["words"] = out.get("words", 0) + len(said)
                 out["words_right"] = out.get("words_right", 0) + sum(w in heard for w in said)
