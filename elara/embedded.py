@@ -53,6 +53,13 @@ DEFAULT_CONTEXT = 4096
 #: unbounded arrays, along which a small model under a grammar may repeat itself until the
 #: context is full.
 JSON_MAX_TOKENS = 1024
+#: How long llama.cpp's OpenMP threads spin at a barrier before they sleep (libgomp's
+#: GOMP_SPINCOUNT, unless the environment sets it). libgomp's default, 300 000 spins (≈3 ms), is
+#: for a machine of its own: where another thread pool keeps the cores busy (Piper's onnxruntime,
+#: while she speaks), a thread waits at each of a token's hundreds of barriers for one that lost
+#: its core. A 128-token reply took 6.5 s, not 1.3 s, and at worst minutes
+#: (scripts/bench_embedded.py --beside-piper).
+OPENMP_SPIN_COUNT = "1000"
 #: No real chat model is smaller than this; a smaller .gguf is a stub or a broken download.
 MIN_GGUF_BYTES = 1 << 20
 
@@ -285,6 +292,8 @@ def load_model(path: Path, *, threads: int, options: Mapping[str, Any], timeout_
             f"{MODEL_KEY}: {path.name} needs about {size / 2**20:.0f} MiB of memory, but only "
             f"{free / 2**20:.0f} MiB is free: choose a smaller GGUF (a smaller model or a "
             "stronger quantization such as Q4_K_M), or free memory")
+    # read by libgomp once, as llama.cpp's libraries load on this first import
+    os.environ.setdefault("GOMP_SPINCOUNT", OPENMP_SPIN_COUNT)
     try:
         import llama_cpp
     except ImportError as exc:

@@ -5,6 +5,7 @@ tokens per second and memory (RSS), by default with 2 threads and the built-in S
     .venv/bin/python scripts/bench_embedded.py                       # the built-in model
     .venv/bin/python scripts/bench_embedded.py --model models/qwen2.5-1.5b-instruct-q4_k_m.gguf
     .venv/bin/python scripts/bench_embedded.py --threads 4 --runs 5 --max-tokens 256
+    .venv/bin/python scripts/bench_embedded.py --beside-piper   # Piper speaking all the while
 
 A "token" here is one streamed piece, as the orchestrator receives it (llama.cpp sends one per
 token, except that a few tokens may be held back and sent together, e.g. inside a stop string).
@@ -16,11 +17,13 @@ import argparse
 import asyncio
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
 from elara.conversation.render import ChatRequest
 from elara.embedded import EmbeddedLanguageModel, load_model, resolve_embedded_model
+from elara.memory.facts import FactExtractor
 
 SYSTEM = "You are Elara, a helpful voice assistant. Answer briefly, in plain spoken sentences."
 QUESTIONS = [
@@ -29,6 +32,39 @@ QUESTIONS = [
     "Explain in a few sentences how a rainbow forms.",
     "What should I cook tonight with rice, eggs and spinach?",
 ]
+#: What the memory's fact extraction reads after a turn (a reply under a JSON grammar).
+SAID = [
+    ("My sister Maria's birthday is on 3 May and I work as a nurse in Leeds.", "Noted!"),
+    ("What's the weather like?", "I can't see outside, sorry."),
+]
+
+
+class PiperSpeaking:
+    """The daemon's Piper voice synthesizing sentence after sentence in a thread, as while she
+    speaks a long reply: onnxruntime's own thread pool busy beside llama.cpp's."""
+
+    def __init__(self) -> None:
+        from elara.voice.models import resolve_voice
+        from elara.voice.tts import PiperSynthesizer
+
+        record = resolve_voice("en_US-joe-medium")
+        self._voice = PiperSynthesizer(record.path, record.config_path)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._speak, daemon=True)
+        self.sentences = 0
+
+    def _speak(self) -> None:
+        while not self._stop.is_set():
+            self._voice.synthesize("Once upon a time a lighthouse keeper lived on a small rocky island.")
+            self.sentences += 1
+
+    def __enter__(self) -> PiperSpeaking:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def rss_mib() -> tuple[float, float]:
@@ -64,6 +100,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="passes over the questions")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--ctx", type=int, default=4096, help="context window (num_ctx)")
+    parser.add_argument("--beside-piper", action="store_true",
+                        help="measure while Piper synthesizes speech without a break in this process")
     args = parser.parse_args()
 
     path = resolve_embedded_model(args.model)
@@ -76,11 +114,23 @@ def main() -> int:
     loaded, _ = rss_mib()
     info = asyncio.run(model.check())
 
-    async def run_all() -> list[tuple[float, float, int]]:
+    async def run_all() -> tuple[list[tuple[float, float, int]], list[float]]:
         await model.warm_up()
-        return [await one_reply(model, q) for _ in range(args.runs) for q in QUESTIONS]
+        replies = [await one_reply(model, q) for _ in range(args.runs) for q in QUESTIONS]
+        facts = []
+        for _ in range(args.runs):
+            for user, assistant in SAID:
+                started = time.perf_counter()
+                await FactExtractor(model).extract(user, assistant, [])
+                facts.append(time.perf_counter() - started)
+        return replies, facts
 
-    results = asyncio.run(run_all())
+    piper = PiperSpeaking() if args.beside_piper else None
+    if piper is not None:
+        with piper:
+            results, facts = asyncio.run(run_all())
+    else:
+        results, facts = asyncio.run(run_all())
     now, peak = rss_mib()
     model.close()
 
@@ -90,7 +140,8 @@ def main() -> int:
     size = Path(path).stat().st_size / 2**20
     print(f"model {info.name} ({info.family}, {info.parameter_size or '?'} parameters, "
           f"{info.quantization or '?'}; {size:.0f} MiB file), {args.threads} threads, "
-          f"context {args.ctx}, up to {args.max_tokens} tokens, {len(results)} replies")
+          f"context {args.ctx}, up to {args.max_tokens} tokens, {len(results)} replies"
+          + (f", Piper synthesizing beside it ({piper.sentences} sentences)" if piper else ""))
     print("| measurement | value |")
     print("| --- | ---: |")
     print(f"| load (llama.cpp, mmap) | {load:.2f} s |")
@@ -99,6 +150,10 @@ def main() -> int:
     if rates:
         print(f"| tokens per second after the first, median | {statistics.median(rates):.1f} |")
     print(f"| reply length, median | {statistics.median(p for _, _, p in results):.0f} tokens |")
+    print(f"| reply, whole, median (p90) | {statistics.median(t for _, t, _ in results):.2f} s "
+          f"({_p90([t for _, t, _ in results]):.2f} s) |")
+    print(f"| fact extraction (JSON under a grammar), median (p90) | {statistics.median(facts):.2f} s "
+          f"({_p90(facts):.2f} s) |")
     print(f"| RSS before load / after load / after the replies | {before:.0f} / {loaded:.0f} / "
           f"{now:.0f} MiB |")
     print(f"| peak RSS | {peak:.0f} MiB |")
