@@ -128,25 +128,25 @@ def reaction(recording, played, said_end):
                                           "Logging__Level": "DEBUG"}], indirect=True)
 def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server, tmp_path):
     daemon, env, echo = echo_daemon
-    questions = ["Tell me something.", "And then?", "Tell me more.", "What else?", "Go on.",
-                 "Why is that?", "Tell me another one.", "What happened next?", "Is that so?"]
+    questions = ["Tell me something.", "And then?", "What else?", "Go on.", "Why is that?",
+                 "What happened next?"]
     sound_card.play_into_mic(clip(tmp_path, "q0", *wake_then("Say something about Jarvis.")))
     for turn, question in enumerate(questions, start=1):
         # In the follow-up window after each reply, no wake word: the next question.
         daemon.wait_for(r"turn timings", count=turn, timeout=60)
-        if turn == 4:
+        if turn == 3:
             # Her echo comes 60 ms later from here on, as after a CI run's stall: until the filter
             # measured it again, what was left of her next reply passed for the person going on
             # after "What else?", four times, each reply dropped and the question asked again.
             echo.move(ECHO_MS + 60)
-        elif turn == 7:
+        elif turn == 5:
             echo.move(ECHO_MS)  # and back: ahead of where the reference is now read
         sound_card.play_into_mic(clip(tmp_path, f"q{turn}", voice_clips.silence(0.3),
                                       voice_clips.piper_speech(question), voice_clips.silence(0.8)))
     daemon.wait_for(r"turn timings", count=len(questions) + 1, timeout=60)
     daemon.wait_for(r"waiting for the wake word", count=2, timeout=30)  # the window closed
-    # Ten replies saying "Hey Jarvis" and "Jarvis" 30 times in all, each heard back through the
-    # echo path, and ten follow-up windows open right after her voice: no wake, no phantom turn,
+    # Seven replies saying "Hey Jarvis" and "Jarvis" 21 times in all, each heard back through the
+    # echo path, and seven follow-up windows open right after her voice: no wake, no phantom turn,
     # nothing sent for them, no "stop" heard in her words.
     assert daemon.count(r"wake word hey_jarvis \(") == 1, daemon.log()
     assert asked(ollama_server) == [words(q) for q in ["Say something about Jarvis.", *questions]]
