@@ -57,7 +57,7 @@ JSON_MAX_TOKENS = 1024
 #: GOMP_SPINCOUNT, unless the environment sets it). libgomp's default, 300 000 spins (≈3 ms), is
 #: for a machine of its own: where another thread pool keeps the cores busy (Piper's onnxruntime,
 #: while she speaks), a thread waits at each of a token's hundreds of barriers for one that lost
-#: its core. A 128-token reply took 6.5 s, not 1.3 s, and at worst minutes
+#: its core. A 128-token reply took 6.5 s, not 1.4 s, and at worst minutes
 #: (scripts/bench_embedded.py --beside-piper).
 OPENMP_SPIN_COUNT = "1000"
 #: No real chat model is smaller than this; a smaller .gguf is a stub or a broken download.
