@@ -269,6 +269,14 @@ def available_memory() -> int | None:
     return None
 
 
+def prepare_openmp() -> None:
+    """Have llama.cpp's OpenMP threads sleep soon at a barrier (`OPENMP_SPIN_COUNT`) unless the
+    environment already says how long. The daemon calls this before it starts a thread: setting
+    the C environment while another thread reads it is unsafe, and the model loads in a worker
+    thread with the microphone running. `load_model` calls it too (a no-op by then)."""
+    os.environ.setdefault("GOMP_SPINCOUNT", OPENMP_SPIN_COUNT)
+
+
 def load_embedded(settings: Settings) -> EmbeddedLanguageModel:
     """Resolve and load the configured embedded model (blocking: run it in a worker thread).
     ConfigError (exit 78) naming LanguageModel.EmbeddedModel when the file is missing, not a
@@ -292,8 +300,7 @@ def load_model(path: Path, *, threads: int, options: Mapping[str, Any], timeout_
             f"{MODEL_KEY}: {path.name} needs about {size / 2**20:.0f} MiB of memory, but only "
             f"{free / 2**20:.0f} MiB is free: choose a smaller GGUF (a smaller model or a "
             "stronger quantization such as Q4_K_M), or free memory")
-    # read by libgomp once, as llama.cpp's libraries load on this first import
-    os.environ.setdefault("GOMP_SPINCOUNT", OPENMP_SPIN_COUNT)
+    prepare_openmp()  # libgomp reads it once, as llama.cpp's libraries load on this first import
     try:
         import llama_cpp
     except ImportError as exc:

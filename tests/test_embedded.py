@@ -1,5 +1,6 @@
 """The embedded provider with the real built-in model (SmolLM2-135M-Instruct in llama.cpp)."""
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -122,6 +123,28 @@ def test_llama_cpps_threads_sleep_soon_at_a_barrier_unless_told_otherwise(enviro
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert f"GOMP_SPINCOUNT = '{seen}'" in out.stderr, out.stderr
+
+
+def test_the_daemon_sets_the_spin_count_before_it_starts(monkeypatch):
+    # set in the C environment while the daemon is one thread, not later in the worker thread
+    # that loads the model while the microphone's thread runs
+    import elara.daemon
+    from elara.cli import voice
+
+    seen = {}
+
+    class Daemon:
+        def __init__(self, *args):
+            seen["at start"] = os.environ.get("GOMP_SPINCOUNT")
+
+        async def run(self):
+            return 0
+
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setattr(elara.daemon, "Daemon", Daemon)
+    args = argparse.Namespace(config=None, config_sources=argparse.Namespace(files=()))
+    assert voice._run(args, load_settings(None)) == 0
+    assert seen == {"at start": "1000"}
 
 
 def test_warm_up_runs_one_token(embedded_model):
