@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import threading
@@ -126,10 +127,7 @@ def main() -> int:
         return replies, facts
 
     piper = PiperSpeaking() if args.beside_piper else None
-    if piper is not None:
-        with piper:
-            results, facts = asyncio.run(run_all())
-    else:
+    with piper or contextlib.nullcontext():
         results, facts = asyncio.run(run_all())
     now, peak = rss_mib()
     model.close()
