@@ -109,6 +109,22 @@ ESPEAK_NEGATIVE = (
 )
 PIPER_NEGATIVE_SCALES = (1.0, 0.9, 1.15)
 
+# Held out (`bench_wake_live.py --held-out`): voices, paces, pitches, words around the phrase and
+# noises that no setting was chosen on, to see whether the recall carries over to other people.
+# (voice, words per minute, pitch): other accents and variants, 125-225 wpm, pitch 30-70
+HELD_OUT_ESPEAK = (
+    ("en-gb-scotland", 160, 50), ("en-gb-x-rp", 145, 45), ("en-us-nyc", 175, 55), ("en-gb-x-gbclan", 135, 40),
+    ("en-gb-x-gbcwmd", 200, 60), ("en-us+f2", 170, 65), ("en-us+m7", 150, 30), ("en-us+f4", 225, 70),
+    ("en-029", 160, 40), ("en-us+m1", 125, 50),
+)
+# Piper joe at paces between the tuned ones, with the generator's own variation on (as Piper speaks
+# by default), so no two sayings are alike: synthesized once and cached.
+HELD_OUT_PIPER = (0.92, 1.1)
+HELD_OUT_NOISES = ("clean", "white 15 dB", "pink 15 dB", "brown 5 dB", "babble 10 dB", "music 10 dB")
+HELD_OUT_BEFORE = "The kettle has just boiled, so I made us some tea."
+HELD_OUT_AFTER = "Could you read me the news headlines from this morning?"
+HELD_OUT_SENTENCE = "Hey Jarvis, how long does the roast need?"
+
 
 def log(message: str) -> None:
     """Progress line on stderr (stdout is the report)."""
@@ -120,17 +136,23 @@ def log(message: str) -> None:
 
 
 def speak(source: tuple, text: str) -> np.ndarray:
-    """`text` from a source spec: ("piper", length_scale) or ("espeak", voice, wpm)."""
+    """`text` from a source spec: ("piper", length_scale), ("piper varied", length_scale) or
+    ("espeak", voice, wpm[, pitch])."""
     if source[0] == "piper":
         return piper_speech(text, length_scale=source[1])
-    return espeak_speech(text, voice=source[1], speed=source[2])
+    if source[0] == "piper varied":
+        return piper_speech(text, length_scale=source[1], varied=True)
+    return espeak_speech(text, voice=source[1], speed=source[2], pitch=source[3] if len(source) > 3 else 50)
 
 
 def source_name(source: tuple) -> str:
     """Short human name of a source spec."""
     if source[0] == "piper":
         return f"Piper joe ×{source[1]:g}"
-    return f"espeak {source[1]} {source[2]} wpm"
+    if source[0] == "piper varied":
+        return f"Piper joe ×{source[1]:g}, varied"
+    pitch = f", pitch {source[3]}" if len(source) > 3 else ""
+    return f"espeak {source[1]} {source[2]} wpm{pitch}"
 
 
 def voiced_bounds(samples: np.ndarray) -> tuple[float, float]:
@@ -171,27 +193,56 @@ class Positive:
 
 def paused_phrase(source: tuple) -> np.ndarray:
     """"Hey … Jarvis" with a pause after "Hey"."""
-    if source[0] == "piper":
+    if source[0] != "espeak":
         hey, jarvis = trimmed(speak(source, "Hey.")), trimmed(speak(source, "Jarvis"))
-        return concat(silence(0.15), hey, silence(PIPER_PAUSE[source[1]]), jarvis, silence(0.15))
-    ssml = f'<speak>Hey <break time="{ESPEAK_PAUSE_MS[source[2]]}ms"/> Jarvis</speak>'
-    return espeak_ssml(ssml, voice=source[1], speed=source[2])
+        pause = PIPER_PAUSE.get(source[1], 0.45 * source[1])
+        return concat(silence(0.15), hey, silence(pause), jarvis, silence(0.15))
+    pause_ms = ESPEAK_PAUSE_MS.get(source[2], 500 if source[2] < 160 else 300)
+    ssml = f'<speak>Hey <break time="{pause_ms}ms"/> Jarvis</speak>'
+    return espeak_ssml(ssml, voice=source[1], speed=source[2], pitch=source[3] if len(source) > 3 else 50)
 
 
-def build_positives() -> list[Positive]:
-    """Every source × layout × noise condition, with the wake phrase's span in each clip."""
-    sources: list[tuple] = [("piper", s) for s in PIPER_SCALES] + [("espeak", v, w) for v, w in ESPEAK_POSITIVE]
+def voice_and_speed(source: tuple) -> tuple[str, str]:
+    """A source's voice and pace, as the report groups them."""
+    if source[0] == "espeak":
+        pitch = f", pitch {source[3]}" if len(source) > 3 else ""
+        return f"espeak {source[1]}{pitch}", f"{'slow' if source[2] < 150 else 'fast'} (espeak {source[2]} wpm)"
+    pace = PIPER_SPEED.get(source[1], "fast" if source[1] < 1.0 else "slow")
+    return ("Piper joe, varied" if source[0] == "piper varied" else "Piper joe"), f"{pace} (Piper ×{source[1]:g})"
+
+
+def add_noise(clip: np.ndarray, kind: str, seed: int) -> np.ndarray:
+    """`clip` under noise `kind` ("clean", "white 15 dB", "babble 10 dB", "music 10 dB"…), its level
+    measured on the speech."""
+    if kind == "clean":
+        return clip
+    color, snr = kind.split()[0], float(kind.split()[1])
+    if color == "babble":
+        import bench_stt  # three other voices asking questions; only the held-out clips need it
+
+        return bench_stt.add_noise(clip, clip, kind, seed)
+    if color == "music":
+        return mix(clip, music(len(clip) / SAMPLE_RATE + 1, "melody", seed), snr)
+    return with_noise(clip, snr, color=color, seed=seed)
+
+
+def build_positives(held_out: bool = False) -> list[Positive]:
+    """Every source × layout × noise condition, with the wake phrase's span in each clip: the tuning
+    set, or (`held_out`) other voices, paces, words and noises."""
+    if held_out:
+        sources: list[tuple] = [("piper varied", s) for s in HELD_OUT_PIPER] + [("espeak", *v) for v in HELD_OUT_ESPEAK]
+        noises, texts = HELD_OUT_NOISES, (HELD_OUT_BEFORE, HELD_OUT_AFTER, HELD_OUT_SENTENCE)
+    else:
+        sources = [("piper", s) for s in PIPER_SCALES] + [("espeak", v, w) for v, w in ESPEAK_POSITIVE]
+        noises, texts = tuple(name for name, _, _ in NOISES), (BEFORE, AFTER, WAKE_SENTENCE)
     clips: list[Positive] = []
     for source in sources:
-        if source[0] == "piper":
-            voice, speed = "Piper joe", f"{PIPER_SPEED[source[1]]} (Piper ×{source[1]:g})"
-        else:
-            voice, speed = f"espeak {source[1]}", f"{'slow' if source[2] < 150 else 'fast'} (espeak {source[2]} wpm)"
+        voice, speed = voice_and_speed(source)
         phrase = speak(source, WAKE_PHRASE)
         p_start, p_end = voiced_bounds(phrase)
         paused = paused_phrase(source)
         q_start, q_end = voiced_bounds(paused)
-        before, after, sentence = speak(source, BEFORE), speak(source, AFTER), speak(source, WAKE_SENTENCE)
+        before, after, sentence = (speak(source, text) for text in texts)
         s_start, _ = voiced_bounds(sentence)
         lead = silence(0.5)  # the detector's buffers start empty; the live loop never starts mid-word
         # layout → (parts, which part holds the wake phrase, its start and length in that part)
@@ -207,9 +258,8 @@ def build_positives() -> list[Positive]:
             offset = sum(len(p) for p in parts[:wake_index]) / SAMPLE_RATE
             span = (offset + start_in_part, offset + start_in_part + length)
             clean = concat(*parts)
-            for noise_name, color, snr in NOISES:
-                samples = clean if color is None or snr is None else with_noise(clean, snr, color=color, seed=len(clips))
-                clips.append(Positive(voice, speed, layout, noise_name, samples, span))
+            for noise_name in noises:
+                clips.append(Positive(voice, speed, layout, noise_name, add_noise(clean, noise_name, len(clips)), span))
         log(f"positives: {source_name(source)} ready ({len(clips)} clips)")
     return clips
 

@@ -123,14 +123,16 @@ def synthesizer():
 
 
 @functools.cache
-def _piper(text: str, length_scale: float) -> np.ndarray:
-    path = _cached("piper", text, length_scale)
+def _piper(text: str, length_scale: float, varied: bool) -> np.ndarray:
+    path = _cached("piper-varied", text, length_scale) if varied else _cached("piper", text, length_scale)
     if path.exists():
         return read_wav(path)[0]
     from piper import SynthesisConfig
 
     voice = synthesizer()._voice
-    config = SynthesisConfig(length_scale=length_scale, noise_scale=0.0, noise_w_scale=0.0)
+    # Piper's own defaults vary each saying (random, so a varied clip is the first one cached)
+    noise_scale, noise_w_scale = (0.667, 0.8) if varied else (0.0, 0.0)
+    config = SynthesisConfig(length_scale=length_scale, noise_scale=noise_scale, noise_w_scale=noise_w_scale)
     chunks = [c.audio_int16_array.reshape(-1) for c in voice.synthesize(text, syn_config=config)]
     native = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int16)
     # Piper normalises to full scale; bring it down to a plausible microphone level (≈ -6 dBFS peak).
@@ -140,9 +142,10 @@ def _piper(text: str, length_scale: float) -> np.ndarray:
     return samples
 
 
-def piper_speech(text: str, *, length_scale: float = 1.0) -> np.ndarray:
-    """`text` in the real Piper voice, deterministic (no generator noise), at 16 kHz."""
-    return _piper(text, float(length_scale)).copy()
+def piper_speech(text: str, *, length_scale: float = 1.0, varied: bool = False) -> np.ndarray:
+    """`text` in the real Piper voice at 16 kHz: deterministic (no generator noise), or `varied`
+    as Piper speaks by default."""
+    return _piper(text, float(length_scale), varied).copy()
 
 
 @functools.cache
@@ -166,15 +169,15 @@ def _espeak(text: str, voice: str, speed: int, pitch: int) -> np.ndarray:
 
 
 @functools.cache
-def _espeak_ssml(ssml: str, voice: str, speed: int) -> np.ndarray:
-    path = _cached("ssml", ssml, voice, speed)
+def _espeak_ssml(ssml: str, voice: str, speed: int, pitch: int) -> np.ndarray:
+    path = _cached("ssml", ssml, voice, speed) if pitch == 50 else _cached("ssml", ssml, voice, speed, pitch)
     if path.exists():
         return read_wav(path)[0]
     if not shutil.which("espeak-ng"):
         raise RuntimeError("espeak-ng is not installed (scripts/setup installs it)")
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         raw = Path(tmp) / "raw.wav"
-        subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-s", str(speed), "-v", voice, ssml],
+        subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-s", str(speed), "-p", str(pitch), "-v", voice, ssml],
                        check=True, capture_output=True)
         native, rate = read_wav(raw)
     samples = resample(native, rate, SAMPLE_RATE)
@@ -182,9 +185,9 @@ def _espeak_ssml(ssml: str, voice: str, speed: int) -> np.ndarray:
     return samples
 
 
-def espeak_ssml(ssml: str, voice: str = "en-us", speed: int = 150) -> np.ndarray:
+def espeak_ssml(ssml: str, voice: str = "en-us", speed: int = 150, pitch: int = 50) -> np.ndarray:
     """SSML (`<speak>… <break time="800ms"/> …</speak>`) spoken by espeak-ng in one go, 16 kHz."""
-    return _espeak_ssml(ssml, voice, int(speed)).copy()
+    return _espeak_ssml(ssml, voice, int(speed), int(pitch)).copy()
 
 
 def espeak_speech(text: str, *, voice: str = "en-us", speed: int = 150, pitch: int = 50) -> np.ndarray:
