@@ -65,9 +65,12 @@ SPEECH_OVER_HER_MARGIN_DB = 12.0
 #: before the once-a-second measure does, and at least `MOVED_MIN_FRAMES` of them
 MOVED_FRAMES = 4
 MOVED_MIN_FRAMES = 3
-#: how far from where the filter learns it that look must find her echo to count as moved: the
-#: strongest of a room's reflections may take the peak a millisecond or two from the direct sound
-MOVED_SECONDS = 0.004
+#: how far from where the filter learns it that look must find her echo to count as moved: as far
+#: as the reference is realigned for. A live loopback moved 3 ms between replies, which undid
+#: speexdsp's cancelling and, at 4 ms, passed for the person going on at every such move
+#: (`scripts/bench_echo.py --moving-path --move-echo-ms 3`); a room's reflections a millisecond or
+#: two from the direct sound are kept from passing for a move by the likeness below
+MOVED_SECONDS = REALIGN_SECONDS
 #: how clearly: `estimate_delay`'s peak over the rest (the once-a-second measure asks 5 of a
 #: second; a person talking over her blurs it, so a move is only believed where it is plain). 10
 #: kept people over her in a reverberant room (8.3, 8.5) from passing for a move, but missed her
@@ -349,6 +352,7 @@ class EchoFilter:
         self._remeasuring = False
         #: whether a `LearningCanceller` had handed over to speexdsp at the last frame
         self._switched = False
+        self._heard_rms = 0.0  # the last frame's level before cancelling, for the log
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
         self._target: float | None = None  # the delay behind its reference the filter learns at
@@ -361,7 +365,8 @@ class EchoFilter:
                                       count) - self._shift
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
             self.counters.passed += 1
-            self._levels.append((_rms(near), 0.0))
+            self._heard_rms = _rms(near)
+            self._levels.append((self._heard_rms, 0.0))
             self._recent.clear()
             return frame
         far = self.history.read(start, count)
@@ -377,6 +382,7 @@ class EchoFilter:
         self._recent.append((start, near))
         far_rms, near_rms, out_rms = _rms(far), _rms(near), _rms(cleaned)
         self._levels.append((out_rms, far_rms))
+        self._heard_rms = near_rms
         # A frame that would pass for someone over her voice may be her own, the path moved.
         over_her = (far_rms >= FAR_ACTIVE_RMS and not self._remeasuring
                     and is_speech_over_her(out_rms, far_rms, self.erle_db, self.residual_ratio()))
@@ -430,8 +436,8 @@ class EchoFilter:
         near, far = self.recent_levels(1)
         settled, residual = self.settled(at), self.residual_ratio()
         theirs = settled and is_speech_over_her(near, far, self.erle_db, residual)
-        log.debug("over her? level %.0f over hers %.0f (left of her: %s, settled: %s): %s", near, far,
-                  "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
+        log.debug("over her? level %.0f (%.0f before cancelling) over hers %.0f (left of her: %s, settled: %s): %s",
+                  near, self._heard_rms, far, "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
         return theirs
 
     def moved(self) -> bool:
