@@ -146,7 +146,7 @@ def speak(source: tuple, text: str) -> np.ndarray:
 
 
 def source_name(source: tuple) -> str:
-    """Short human name of a source spec."""
+    """Short human name of a source spec (the negative stream's labels keep this form)."""
     if source[0] == "piper":
         return f"Piper joe ×{source[1]:g}"
     if source[0] == "piper varied":

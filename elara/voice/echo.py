@@ -352,7 +352,7 @@ class EchoFilter:
         self._remeasuring = False
         #: whether a `LearningCanceller` had handed over to speexdsp at the last frame
         self._switched = False
-        self._heard_rms = 0.0  # the last frame's level before cancelling, for the log
+        self._mic_rms = 0.0  # the last frame's level before cancelling, for the log
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
         self._target: float | None = None  # the delay behind its reference the filter learns at
@@ -365,8 +365,8 @@ class EchoFilter:
                                       count) - self._shift
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
             self.counters.passed += 1
-            self._heard_rms = _rms(near)
-            self._levels.append((self._heard_rms, 0.0))
+            self._mic_rms = _rms(near)
+            self._levels.append((self._mic_rms, 0.0))
             self._recent.clear()
             return frame
         far = self.history.read(start, count)
@@ -382,7 +382,7 @@ class EchoFilter:
         self._recent.append((start, near))
         far_rms, near_rms, out_rms = _rms(far), _rms(near), _rms(cleaned)
         self._levels.append((out_rms, far_rms))
-        self._heard_rms = near_rms
+        self._mic_rms = near_rms
         # A frame that would pass for someone over her voice may be her own, the path moved.
         over_her = (far_rms >= FAR_ACTIVE_RMS and not self._remeasuring
                     and is_speech_over_her(out_rms, far_rms, self.erle_db, self.residual_ratio()))
@@ -437,7 +437,7 @@ class EchoFilter:
         settled, residual = self.settled(at), self.residual_ratio()
         theirs = settled and is_speech_over_her(near, far, self.erle_db, residual)
         log.debug("over her? level %.0f (%.0f before cancelling) over hers %.0f (left of her: %s, settled: %s): %s",
-                  near, self._heard_rms, far, "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
+                  near, self._mic_rms, far, "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
         return theirs
 
     def moved(self) -> bool:
