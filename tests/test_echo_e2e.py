@@ -88,9 +88,13 @@ def asked(server):
 
 
 def status(env):
-    done = subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
-                          capture_output=True, text=True, timeout=30)
-    return json.loads(done.stdout)
+    return json.loads(asking_status(env).communicate(timeout=30)[0])
+
+
+def asking_status(env):
+    """`elara status --json` started: read it with `communicate` (it takes a second to start)."""
+    return subprocess.Popen([sys.executable, "-m", "elara", "status", "--json"], env=env,
+                            stdout=subprocess.PIPE, text=True)
 
 
 def voiced_end(samples, threshold=300):
@@ -135,6 +139,12 @@ def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server
         # In the follow-up window after each reply, no wake word: the next question.
         daemon.wait_for(r"turn timings", count=turn, timeout=60)
         if turn == 3:
+            # What the canceller takes away of her echo, as learnt over three replies on a path
+            # that held still (after the moves below it depends on where each new loopback
+            # happens to settle, and on how much of her last reply was left to learn it again).
+            # Asked alongside the next question, not before it: the follow-up window is short, and
+            # no frame of hers moves the figure until her next reply.
+            asked_learnt = asking_status(env)
             # Her echo comes 60 ms later from here on, as after a CI run's stall: until the filter
             # measured it again, what was left of her next reply passed for the person going on
             # after "What else?", four times, each reply dropped and the question asked again.
@@ -151,11 +161,12 @@ def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server
     assert daemon.count(r"wake word hey_jarvis \(") == 1, daemon.log()
     assert asked(ollama_server) == [words(q) for q in ["Say something about Jarvis.", *questions]]
     assert daemon.count("dropped an utterance") == 0
-    shown = status(env)
+    shown, learnt = status(env), json.loads(asked_learnt.communicate(timeout=30)[0])["echo"]
+    assert learnt["erle_db"] > 10, learnt
     # The delay is the whole speaker → microphone path (output latency, the 60 ms loop, the sound
     # server's buffers), which grows when the machine is busy (255 ms seen with the other test
     # worker loaded): checked for sense, not for a figure.
-    assert shown["echo"]["erle_db"] > 10 and 20 <= shown["echo"]["delay_ms"] <= 500, shown["echo"]
+    assert 20 <= shown["echo"]["delay_ms"] <= 500, (learnt, shown["echo"])
     assert shown["counters"]["stops"] == 0
     status_code, _ = daemon.terminate()
     assert status_code == 0
