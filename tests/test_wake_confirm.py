@@ -15,6 +15,7 @@ from elara.voice.wake import (
     CONFIDENT_LOG_ODDS,
     CONFIRM_AFTER_FRAMES,
     CONFIRM_LOG_ODDS,
+    OVER_HER_CONFIRM_FROM,
     RECHECK_RISE,
     WakeWordDetector,
     names_wake_word,
@@ -206,6 +207,26 @@ def test_with_confirm_confident_a_confident_score_is_put_to_the_confirmer_too(he
     if answer:
         assert found[0].score >= 0.4
         assert 2.0 < found[0].at < 2.0 + len(piper_speech("Hey Jarvis.")) / 16_000 + 0.5
+
+
+def test_over_her_doubtful_scores_are_checked_only_from_the_floor_her_echo_was_measured_at(hey_jarvis_path):
+    # What cancelling leaves of her voice scores too: over her, a check only from 0.005, however
+    # low WakeWord.ConfirmFrom is where she is silent.
+    detector = WakeWordDetector([hey_jarvis_path], threshold=0.7, confirm_from=0.001)
+    detector.confirm_with(Recorder(False))
+    low = [0.0, 0.002, 0.003, 0.004, 0.003, 0.002, 0.0, 0.0, 0.0, 0.0]
+    assert OVER_HER_CONFIRM_FROM == 0.005
+    assert scripted(detector, low) == pytest.approx([0.40])  # where she is silent: asked
+    detector.reset()
+    detector.over_her = True
+    assert scripted(detector, low) == []
+    detector.reset()
+    assert scripted(detector, [0.0, 0.002, 0.006, 0.004, 0.0, 0.0, 0.0, 0.0]) == pytest.approx([0.48])
+    # A ConfirmFrom above the floor stands over her too.
+    detector = WakeWordDetector([hey_jarvis_path], threshold=0.7, confirm_from=0.05)
+    detector.confirm_with(Recorder(False))
+    detector.over_her = True
+    assert scripted(detector, [0.0, 0.006, 0.02, 0.04, 0.0, 0.0, 0.0, 0.0]) == []
 
 
 def test_over_her_a_confident_score_wakes_without_the_check(hey_jarvis_path):

@@ -34,6 +34,11 @@ CONFIRM_AFTER_FRAMES = 3
 #: again, on later audio: from a low `confirm_from` the first question can come before the phrase
 #: is over ("Hey …" alone), and the score does not fall back between "Hey" and "Jarvis".
 RECHECK_RISE = 2.0
+#: While she speaks, doubtful scores are checked only from here (or `confirm_from`, if higher):
+#: what cancelling leaves of her voice scores too, and each check holds the wake word's frames for
+#: ≈0.8 s of CPU while Piper speaks. `scripts/bench_echo.py --live` measured her self-talk from
+#: 0.005; the lower floors were measured only where she is silent.
+OVER_HER_CONFIRM_FROM = 0.005
 #: How alike a heard word must be to the wake phrase's name ("Jervis", "Jarvis," → "jarvis").
 WAKE_WORD_SIMILARITY = 0.7
 
@@ -140,9 +145,10 @@ class WakeWordDetector:
 
     Two more stages, both off by default. Per-user `verifiers` (`elara wake enroll`) rescore the
     frames the model scores ≥ VERIFY_FROM. A doubtful score, from `confirm_from` up to the
-    threshold, wakes only if the confirmer set by `confirm_with` (Whisper, in the daemon) hears the
-    wake word in the last ≈2.2 s; with `confirm_confident`, so does a confident one (the confirmer
-    is told which it is); `process` runs it inline, so the frame that asks takes as long.
+    threshold (from OVER_HER_CONFIRM_FROM at least while she speaks, `over_her`), wakes only if the
+    confirmer set by `confirm_with` (Whisper, in the daemon) hears the wake word in the last ≈2.2 s;
+    with `confirm_confident`, so does a confident one (the confirmer is told which it is); `process`
+    runs it inline, so the frame that asks takes as long.
 
     Optional front ends, all off by default: WebRTC automatic gain and noise suppression on the
     audio before anything else (`auto_gain_dbfs`, `webrtc_noise_suppression`, as wyoming-satellite
@@ -224,9 +230,10 @@ class WakeWordDetector:
         self.confirm_from = float(confirm_from)
         #: Whether scores at or above the threshold are put to the confirmer too.
         self.confirm_confident = bool(confirm_confident)
-        #: Set while she speaks (by the voice loop): a confident score then wakes at once. The
-        #: loop's barge-in gate stands in for the check there, and the wake word said over her
-        #: must silence her at once, not ≈0.5 s later.
+        #: Set while she speaks (by the voice loop): a confident score then wakes at once, and a
+        #: doubtful one is checked only from OVER_HER_CONFIRM_FROM. The loop's barge-in gate
+        #: stands in for the check there, and the wake word said over her must silence her at
+        #: once, not ≈0.5 s later.
         self.over_her = False
         self._confirmer: Confirmer | None = None
         self._history: collections.deque[np.ndarray] = collections.deque(
@@ -337,20 +344,21 @@ class WakeWordDetector:
         re-arms when the score falls back) unless a turned-down score rises RECHECK_RISE times,
         and a confident score asks again, as confident."""
         name, score = max(scores.items(), key=lambda item: item[1], default=("", 0.0))
+        floor = max(self.confirm_from, OVER_HER_CONFIRM_FROM) if self.over_her else self.confirm_from
         if confident is None:
             self._confident_armed = True
         waiting_confident = self._candidate is not None and self._candidate.confident
         if confident is not None and self._confident_armed and not waiting_confident:
             self._candidate = _Candidate(confident[1], confident[0], at, CONFIRM_AFTER_FRAMES, confident=True)
             self._armed = self._confident_armed = False
-        elif self._candidate is None and score >= self.confirm_from and (
+        elif self._candidate is None and score >= floor and (
                 self._armed or (self._declined is not None and score >= RECHECK_RISE * self._declined)):
             self._candidate = _Candidate(name, score, at, CONFIRM_AFTER_FRAMES, confident=False)
             self._armed, self._declined = False, None
         elif self._candidate is not None:
             c = self._candidate
             self._candidate = dataclasses.replace(c, score=max(c.score, scores.get(c.name, 0.0)), wait=c.wait - 1)
-        if score < self.confirm_from:
+        if score < floor:
             self._armed, self._declined = True, None
         if self._candidate is None or self._candidate.wait > 0:
             return None
