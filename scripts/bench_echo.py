@@ -411,9 +411,10 @@ def live(args: argparse.Namespace) -> None:
         tmp = Path(tmp_name)
         module = card.add_echo(latency_ms=round(args.delay_ms), volume=10 ** (args.echo_db / 20),
                                adjust_seconds=10 if args.drifting else 0)
-        env = daemon_env(card.env, server.url, tmp, Listening__Mode="wake_word",
-                         Audio__EchoCanceller=args.cancellers.split(",")[0],
-                         Logging__Level="DEBUG" if args.debug else "INFO")
+        settings = {"Listening__Mode": "wake_word", "Audio__EchoCanceller": args.cancellers.split(",")[0],
+                    "Logging__Level": "DEBUG" if args.debug else "INFO"}
+        settings.update(item.split("=", 1) for item in args.set)
+        env = daemon_env(card.env, server.url, tmp, **settings)
         daemon = DaemonProcess(env)
         try:
             daemon.wait_for("waiting for the wake word", timeout=120)
@@ -546,6 +547,8 @@ def main() -> int:
     parser.add_argument("--moving-path", action="store_true",
                         help="offline, no Whisper: the going-on check over her voice, with people talking "
                              "over her and with her echo path moving by --move-echo-ms")
+    parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE",
+                        help="live: a setting of the daemon's (as ELARA__Section__Key)")
     parser.add_argument("--debug", action="store_true",
                         help="every word said and every candidate (live: the daemon's DEBUG log kept)")
     args = parser.parse_args()
