@@ -50,6 +50,7 @@ from elara.voice.vad import VoiceActivity, create_vad
 from elara.voice.wake import (
     CONFIDENT_LOG_ODDS,
     CONFIRM_LOG_ODDS,
+    SECOND_CONFIDENT_LOG_ODDS,
     SECOND_LOG_ODDS,
     WakeWordDetector,
     names_wake_word,
@@ -354,8 +355,8 @@ def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None
     scores, so a remote engine's local stand-in makes it; a remote engine alone is asked for a
     transcript that must name the wake word, and only about doubtful scores. A confident score
     nobody could check wakes. What the local reading turns down, `second` (another Whisper model)
-    reads again, by the stricter SECOND_LOG_ODDS: a window tiny.en mishears in noise or an accent
-    ("Good job, Beast."), base often reads as the phrase."""
+    reads again, by SECOND_LOG_ODDS (SECOND_CONFIDENT_LOG_ODDS for a confident score): a window
+    tiny.en mishears in noise or an accent ("Good job, Beast."), base often reads as the phrase."""
     local = _local_whisper(transcriber)
     if local is not None and beam_size is not None and beam_size != local.beam_size:
         local = local.with_beam_size(beam_size)
@@ -379,7 +380,7 @@ def transcript_confirmer(transcriber: SpeechToText, beam_size: int | None = None
                 again = second.check_phrase(audio, spoken_wake_phrase(name))
                 log.debug("the second wake check heard %r, and %r when told (log odds %.2f)",
                           again.heard, again.prompted, again.log_odds)
-                return phrase_confirmed(again, name, SECOND_LOG_ODDS)
+                return phrase_confirmed(again, name, SECOND_CONFIDENT_LOG_ODDS if confident else SECOND_LOG_ODDS)
             transcript = transcriber.transcribe(audio)
         except ElaraError as exc:  # a doubtful wake nobody could check stays unconfirmed; a confident one stands
             log.warning("could not check a %s wake: %s", "confident" if confident else "doubtful", exc)

@@ -456,6 +456,21 @@ def test_for_a_confident_score_too_the_second_model_must_read_the_whole_phrase(t
     assert confirm(silence(2.2), "hey_jarvis", True) and asked == ["first", "second"]
 
 
+def test_for_a_confident_score_the_second_model_may_read_the_phrase_at_looser_odds(transcriber, monkeypatch):
+    from elara.voice.wake import SECOND_CONFIDENT_LOG_ODDS, SECOND_LOG_ODDS
+
+    # A robotic voice the model is sure of; base alone hears "Okay, sorry." (held-out set 2).
+    tiny = PhraseCheck("Okay, sorry.", "Okay, Jarvis.", -3.9, 0.0)
+    base = PhraseCheck("Okay, sorry if it's...", "Hey Jarvis.", -7.2, 0.0)
+    assert SECOND_CONFIDENT_LOG_ODDS < base.log_odds < SECOND_LOG_ODDS
+    confirm, asked = second_reading(transcriber, monkeypatch, tiny, base)
+    assert confirm(silence(2.2), "hey_jarvis", True) and asked == ["first", "second"]
+    assert not confirm(silence(2.2), "hey_jarvis", False)  # a doubtful score: stricter
+    beyond = PhraseCheck("Okay, sorry.", "Hey Jarvis.", SECOND_CONFIDENT_LOG_ODDS - 0.5, 0.0)
+    confirm, _ = second_reading(transcriber, monkeypatch, tiny, beyond)
+    assert not confirm(silence(2.2), "hey_jarvis", True)
+
+
 def test_the_second_model_loads_as_set_and_not_when_it_would_read_the_same(monkeypatch):
     from elara.config import load_settings
     from elara.voice.engines import load_second_check
