@@ -17,13 +17,14 @@ may differ a little from the live figure above it.
 `--keep-windows FILE.npz` keeps every window checked in the negative stream with its decision;
 `--second-reading FILE.npz` (same `--negative-scale` and `--negative-seed`) then only reads the ones
 turned down again with `WakeWord.ConfirmSecondModel` and tables the false wakes it would add at
-each log odds. `--negative-seed` picks an independent negative stream (bench_wake's).
+each log odds (with `--confident-only`, the confident scores' windows alone, at their own odds). `--negative-seed` picks an independent negative stream (bench_wake's).
 `--held-out` measures recall alone on bench_wake's held-out clips: voices, paces, pitches, words
-around the phrase and noises that no setting was chosen on.
+around the phrase and noises that no setting was chosen on; `--held-out 2` and `3` on two more
+such sets, made once a setting had been tried on the first.
 
     .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0] [--rules]
         [--confirm-before SECONDS] [--negative-scale 3] [--negative-seed 1] [--keep-windows FILE.npz]
-    .venv/bin/python scripts/bench_wake_live.py --held-out
+    .venv/bin/python scripts/bench_wake_live.py --held-out [2|3]
     .venv/bin/python scripts/bench_wake_live.py --negative-scale 10 --negative-seed 1 --second-reading FILE.npz
 """
 
@@ -49,6 +50,7 @@ os.environ.setdefault("ELARA_CLIP_CACHE", str(Path.home() / ".cache" / "elara-be
 import bench_wake as bw  # noqa: E402
 from voice_clips import frames  # noqa: E402
 
+from elara import runtime  # noqa: E402
 from elara.config import load_settings  # noqa: E402
 from elara.runtime import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check  # noqa: E402
 from elara.voice import wake as wake_module  # noqa: E402
@@ -57,6 +59,7 @@ from elara.voice.engines import load_second_check, load_transcriber, load_wake  
 from elara.voice.stt import PhraseCheck, Transcriber  # noqa: E402
 from elara.voice.wake import (  # noqa: E402
     CONFIRM_AFTER_FRAMES,
+    SECOND_LOG_ODDS,
     WakeWordDetector,
     names_wake_word,
     phrase_confirmed,
@@ -222,14 +225,18 @@ def rule_table(detector: WakeWordDetector, transcriber: Transcriber, positives: 
 
 
 SECOND_ODDS = (-1.0, -2.0, -3.0, -4.0, -6.0)
+# … and the confident scores' alone, the doubtful ones' at SECOND_LOG_ODDS
+SECOND_CONFIDENT_ODDS = (-4.0, -5.0, -6.0, -8.0, -10.0)
 
 
 def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours: float,
-                         segments: list[bw.Segment]) -> str:
+                         segments: list[bw.Segment], confident_only: bool = False) -> str:
     """The windows a run kept (`--keep-windows`) that its check turned down, read again by
     `WakeWord.ConfirmSecondModel` as the daemon reads them (beam, noise suppression); the false
-    wakes and sound-alikes its reading would add at each log odds. A wake within the refractory
-    time of another counts once."""
+    wakes and sound-alikes its reading would add at each log odds. With `confident_only`, only the
+    confident scores' windows, at each of their own odds (the run's second reading already turned
+    the doubtful ones down at SECOND_LOG_ODDS). A wake within the refractory time of another counts
+    once."""
     settings = load_settings(env=settings_env)
     model = settings.wake_word.confirm_second_model
     second = load_second_check(settings)
@@ -242,16 +249,26 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
     woken = [float(t) for t, d in zip(at, decided, strict=True) if d]
     checks: list[tuple[float, PhraseCheck]] = []
     seconds = []
-    for i in np.flatnonzero(~decided):
+    asked = ~decided & data["confident"] if confident_only else ~decided
+    for i in np.flatnonzero(asked):
         check = reader.check_phrase(data[f"w{i}"], spoken_wake_phrase(bw.WAKE_MODEL))
         seconds.append(check.seconds)
         checks.append((float(at[i]), check))
     trace_len = int(stream_hours * 3600 / bw.FRAME_SECONDS)
+    confident = [bool(c) for c in data["confident"][asked]]
+    rules: list[tuple[str, float | None, float | None]] = [
+        ("as the run decided" if confident_only else "first reading only", None, None)]
+    if not confident_only:
+        rules += [(f"{model} again, log odds ≥ {odds:g}", odds, odds) for odds in SECOND_ODDS]
+    rules += [(f"{model} again, doubtful ≥ {SECOND_LOG_ODDS:g}, confident ≥ {odds:g}",
+               None if confident_only else SECOND_LOG_ODDS, odds) for odds in SECOND_CONFIDENT_ODDS]
     rows = []
-    for odds in (None, *SECOND_ODDS):
+    for label, doubtful_odds, confident_odds in rules:
         fired = list(woken)
-        if odds is not None:
-            fired += [t for t, c in checks if phrase_confirmed(c, bw.WAKE_MODEL, log_odds=odds)]
+        for (t, c), sure in zip(checks, confident, strict=True):
+            odds = confident_odds if sure else doubtful_odds
+            if odds is not None and phrase_confirmed(c, bw.WAKE_MODEL, log_odds=odds):
+                fired.append(t)
         trace = np.zeros(trace_len, dtype=np.float32)
         last = -1e9
         for t in sorted(fired):
@@ -260,7 +277,7 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
                 last = t
         analysis = bw.Analysis([], bw.VariantTraces([], trace, 0.0, 0.0), segments)
         ordinary = analysis.false_wakes(1.0, 1, ordinary=True)
-        rows.append(["first reading only" if odds is None else f"{model} again, log odds ≥ {odds:g}",
+        rows.append([label,
                      f"{len(ordinary)} ({len(ordinary) / analysis.hours[True]:.2f}/h)",
                      f"{len(analysis.sound_alikes_woken(1.0, 1))}/{len(analysis.sound_alike_sentences)}"])
         for _, seg in ordinary:
@@ -281,9 +298,9 @@ def lateness(late: list[float]) -> str:
 
 
 def held_out_report(positives: list[bw.Positive], found: list[bool], peaks: list[float], asked: int,
-                    seconds: float, late: list[float]) -> str:
+                    seconds: float, late: list[float], held_out: int) -> str:
     """Recall on the held-out clips: overall, by voice, pace, noise and layout, and each miss."""
-    lines = ["## The wake word as shipped, on held-out clips (scripts/bench_wake_live.py --held-out)\n",
+    lines = [f"## The wake word as shipped, on held-out clips (scripts/bench_wake_live.py --held-out {held_out})\n",
              f"{len(positives)} clips; recall **{bw.rate(sum(found), len(found))}**; Whisper asked {asked} times; "
              f"phrase end → wake known, median / p90 {lateness(late)}; wall time {seconds / 60:.1f} min.\n"]
     for title, key in (("voice", lambda c: c.voice), ("pace", lambda c: c.speed), ("noise", lambda c: c.noise),
@@ -311,18 +328,25 @@ def main() -> int:
     parser.add_argument("--second-reading", type=Path, default=None, metavar="FILE.npz",
                         help="only read again, by WakeWord.ConfirmSecondModel, the windows a run kept "
                              "(--keep-windows, with the same --negative-scale and --negative-seed)")
+    parser.add_argument("--confident-only", action="store_true",
+                        help="with --second-reading: only the confident scores' windows, at their own odds")
     parser.add_argument("--rules", action="store_true", help="also decide the asked windows by other rules")
-    parser.add_argument("--held-out", action="store_true",
-                        help="recall only, on bench_wake's held-out clips: voices, paces, words and noises "
-                             "no setting was chosen on")
+    parser.add_argument("--held-out", type=int, nargs="?", const=1, default=0, choices=(1, 2, 3),
+                        metavar="SET", help="recall only, on bench_wake's held-out clips (set 1, 2 or 3): voices, paces, words "
+                             "and noises no setting was chosen on")
+    parser.add_argument("--second-confident-odds", type=float, default=runtime.SECOND_CONFIDENT_LOG_ODDS,
+                        metavar="LOG_ODDS", help="the odds the second model's reading of a confident score "
+                        "needs (default: %(default)s)")
     parser.add_argument("--confirm-before", type=float, default=wake_module.CONFIRM_BEFORE_SECONDS,
                         metavar="SECONDS", help="audio before the crossing that Whisper checks (default: %(default)s)")
     args = parser.parse_args()
     wake_module.CONFIRM_BEFORE_SECONDS = args.confirm_before  # read when the detector is built
+    runtime.SECOND_CONFIDENT_LOG_ODDS = args.second_confident_odds  # read at each check
     env = {f"ELARA__{k}": v for k, v in (item.split("=", 1) for item in args.set)}
     if args.second_reading is not None:
         stream, segments = bw.cached_negatives(args.cache, args.negative_scale, args.negative_seed)
-        print(second_reading_table(args.second_reading, env, len(stream) / bw.SAMPLE_RATE / 3600, segments))
+        print(second_reading_table(args.second_reading, env, len(stream) / bw.SAMPLE_RATE / 3600, segments,
+                                   args.confident_only))
         return 0
     settings = load_settings(env=env)
     wake = settings.wake_word
@@ -346,7 +370,8 @@ def main() -> int:
              for c in positives]
     asked_positive = detector.confirmations["asked"]
     if args.held_out:
-        print(held_out_report(positives, found, peaks, asked_positive, time.monotonic() - started, late))
+        print(held_out_report(positives, found, peaks, asked_positive, time.monotonic() - started, late,
+                              args.held_out))
         return 0
     stream, segments = bw.cached_negatives(args.cache, args.negative_scale, args.negative_seed)
     bw.log("negatives")
