@@ -109,46 +109,51 @@ ESPEAK_NEGATIVE = (
 )
 PIPER_NEGATIVE_SCALES = (1.0, 0.9, 1.15)
 
-# Held out (`bench_wake_live.py --held-out`): voices, paces, pitches, words around the phrase and
-# noises that no setting was chosen on, to see whether the recall carries over to other people.
-# (voice, words per minute, pitch): other accents and variants, 125-225 wpm, pitch 30-70
-HELD_OUT_ESPEAK = (
-    ("en-gb-scotland", 160, 50), ("en-gb-x-rp", 145, 45), ("en-us-nyc", 175, 55), ("en-gb-x-gbclan", 135, 40),
-    ("en-gb-x-gbcwmd", 200, 60), ("en-us+f2", 170, 65), ("en-us+m7", 150, 30), ("en-us+f4", 225, 70),
-    ("en-029", 160, 40), ("en-us+m1", 125, 50),
-)
-# Piper joe at paces between the tuned ones, with the generator's own variation on (as Piper speaks
-# by default), so no two sayings are alike: synthesized once and cached.
-HELD_OUT_PIPER = (0.92, 1.1)
-HELD_OUT_NOISES = ("clean", "white 15 dB", "pink 15 dB", "brown 5 dB", "babble 10 dB", "music 10 dB")
-HELD_OUT_BEFORE = "The kettle has just boiled, so I made us some tea."
-HELD_OUT_AFTER = "Could you read me the news headlines from this morning?"
-HELD_OUT_SENTENCE = "Hey Jarvis, how long does the roast need?"
-# A second held-out set (`--held-out 2`), made once the first had a setting tried on it: espeak-ng's
-# voice variants on other accents, Piper joe slower and nearer its usual pace, other words, other
-# noise levels.
-HELD_OUT_2_ESPEAK = (
-    ("en-us+Annie", 165, 60), ("en-us+david", 185, 40), ("en-gb-scotland+linda", 145, 55),
-    ("en-us-nyc+max", 200, 45), ("en-gb-x-rp+steph", 155, 65), ("en-us+grandpa", 130, 35),
-    ("en-gb-x-gbclan+f5", 175, 55), ("en-us+klatt", 160, 50), ("en-029+m2", 150, 45),
-    ("en-gb-x-gbcwmd+m4", 190, 50),
-)
-HELD_OUT_2_PIPER = (0.95, 1.3)
-HELD_OUT_2_NOISES = ("clean", "white 10 dB", "pink 10 dB", "brown 10 dB", "babble 12 dB", "music 10 dB")
-HELD_OUT_2_TEXTS = ("I think the bus will be late again tonight.", "Set a timer for the pasta, please.",
-                    "Hey Jarvis, is it going to rain tomorrow?")
-# A third (`--held-out 3`), made with the second and kept unseen until a change chosen on the
-# first two is done: the figure that change is reported by.
-HELD_OUT_3_ESPEAK = (
-    ("en-us+quincy", 170, 45), ("en-gb-x-rp+paul", 150, 40), ("en-us-nyc+linda", 180, 60),
-    ("en-gb-scotland+m5", 160, 45), ("en-029+f1", 140, 60), ("en-gb-x-gbcwmd+Alex", 175, 50),
-    ("en-gb-x-gbclan+m6", 195, 40), ("en-us+edward", 145, 50), ("en-us+f5", 210, 65),
-    ("en-us+Andy", 185, 55),
-)
-HELD_OUT_3_PIPER = (0.9, 1.15)
-HELD_OUT_3_NOISES = ("clean", "white 12 dB", "pink 12 dB", "brown 8 dB", "babble 10 dB", "music 12 dB")
-HELD_OUT_3_TEXTS = ("My sister is coming over for dinner on Friday.", "What's on my calendar for tomorrow?",
-                    "Hey Jarvis, how far away is the moon?")
+@dataclass(frozen=True)
+class HeldOutSet:
+    """Clips no setting was chosen on: espeak-ng (voice, words per minute, pitch), Piper joe paces
+    with the generator's own variation on (as Piper speaks by default, so no two sayings are alike),
+    the noises, and the sentences before, after and around the phrase."""
+
+    espeak: tuple[tuple[str, int, int], ...]
+    piper: tuple[float, ...]
+    noises: tuple[str, ...]
+    texts: tuple[str, str, str]
+
+
+# Held out (`bench_wake_live.py --held-out N`), to see whether the recall carries over to other
+# people. Set 1: other accents and variants, 125-225 wpm, pitch 30-70, Piper between the tuned
+# paces. Sets 2 and 3, made once set 1 had a setting tried on it: espeak-ng's voice variants on the
+# accents, other paces, words and noise levels; set 3 kept unseen until a change chosen on the
+# first two is done, the figure that change is reported by.
+HELD_OUT_SETS = {
+    1: HeldOutSet(
+        espeak=(("en-gb-scotland", 160, 50), ("en-gb-x-rp", 145, 45), ("en-us-nyc", 175, 55),
+                ("en-gb-x-gbclan", 135, 40), ("en-gb-x-gbcwmd", 200, 60), ("en-us+f2", 170, 65),
+                ("en-us+m7", 150, 30), ("en-us+f4", 225, 70), ("en-029", 160, 40), ("en-us+m1", 125, 50)),
+        piper=(0.92, 1.1),
+        noises=("clean", "white 15 dB", "pink 15 dB", "brown 5 dB", "babble 10 dB", "music 10 dB"),
+        texts=("The kettle has just boiled, so I made us some tea.",
+               "Could you read me the news headlines from this morning?", "Hey Jarvis, how long does the roast need?")),
+    2: HeldOutSet(
+        espeak=(("en-us+Annie", 165, 60), ("en-us+david", 185, 40), ("en-gb-scotland+linda", 145, 55),
+                ("en-us-nyc+max", 200, 45), ("en-gb-x-rp+steph", 155, 65), ("en-us+grandpa", 130, 35),
+                ("en-gb-x-gbclan+f5", 175, 55), ("en-us+klatt", 160, 50), ("en-029+m2", 150, 45),
+                ("en-gb-x-gbcwmd+m4", 190, 50)),
+        piper=(0.95, 1.3),
+        noises=("clean", "white 10 dB", "pink 10 dB", "brown 10 dB", "babble 12 dB", "music 10 dB"),
+        texts=("I think the bus will be late again tonight.", "Set a timer for the pasta, please.",
+               "Hey Jarvis, is it going to rain tomorrow?")),
+    3: HeldOutSet(
+        espeak=(("en-us+quincy", 170, 45), ("en-gb-x-rp+paul", 150, 40), ("en-us-nyc+linda", 180, 60),
+                ("en-gb-scotland+m5", 160, 45), ("en-029+f1", 140, 60), ("en-gb-x-gbcwmd+Alex", 175, 50),
+                ("en-gb-x-gbclan+m6", 195, 40), ("en-us+edward", 145, 50), ("en-us+f5", 210, 65),
+                ("en-us+Andy", 185, 55)),
+        piper=(0.9, 1.15),
+        noises=("clean", "white 12 dB", "pink 12 dB", "brown 8 dB", "babble 10 dB", "music 12 dB"),
+        texts=("My sister is coming over for dinner on Friday.", "What's on my calendar for tomorrow?",
+               "Hey Jarvis, how far away is the moon?")),
+}
 
 
 def log(message: str) -> None:
@@ -255,17 +260,12 @@ def build_positives(held_out: int = 0) -> list[Positive]:
     """Every source × layout × noise condition, with the wake phrase's span in each clip: the tuning
     set, or (`held_out` 1 to 3) other voices, paces, words and noises."""
     sources: list[tuple]
-    if held_out == 1:
-        sources = [("piper varied", s) for s in HELD_OUT_PIPER] + [("espeak", *v) for v in HELD_OUT_ESPEAK]
-        noises, texts = HELD_OUT_NOISES, (HELD_OUT_BEFORE, HELD_OUT_AFTER, HELD_OUT_SENTENCE)
-    elif held_out == 2:
-        sources = [("piper varied", s) for s in HELD_OUT_2_PIPER] + [("espeak", *v) for v in HELD_OUT_2_ESPEAK]
-        noises, texts = HELD_OUT_2_NOISES, HELD_OUT_2_TEXTS
-    elif held_out == 3:
-        sources = [("piper varied", s) for s in HELD_OUT_3_PIPER] + [("espeak", *v) for v in HELD_OUT_3_ESPEAK]
-        noises, texts = HELD_OUT_3_NOISES, HELD_OUT_3_TEXTS
-    elif held_out:
-        raise ValueError(f"no held-out set {held_out} (1 to 3)")
+    if held_out:
+        if held_out not in HELD_OUT_SETS:
+            raise ValueError(f"no held-out set {held_out} ({', '.join(map(str, HELD_OUT_SETS))})")
+        chosen = HELD_OUT_SETS[held_out]
+        sources = [("piper varied", p) for p in chosen.piper] + [("espeak", *v) for v in chosen.espeak]
+        noises, texts = chosen.noises, chosen.texts
     else:
         sources = [("piper", s) for s in PIPER_SCALES] + [("espeak", v, w) for v, w in ESPEAK_POSITIVE]
         noises, texts = tuple(name for name, _, _ in NOISES), (BEFORE, AFTER, WAKE_SENTENCE)
