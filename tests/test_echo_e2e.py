@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 import voice_clips
-from daemon_process import DaemonProcess, daemon_env
+from daemon_process import DaemonProcess, daemon_env, daemon_status
 from pulse import best_offset
 from spec_reader import read_all
 
@@ -87,12 +87,8 @@ def asked(server):
             for t in server.turns()]
 
 
-def status(env):
-    return json.loads(asking_status(env).communicate(timeout=30)[0])
-
-
 def asking_status(env):
-    """`elara status --json` started: read it with `communicate` (it takes a second to start)."""
+    """`elara status --json` started (`daemon_status`, without waiting): read it with `communicate`."""
     return subprocess.Popen([sys.executable, "-m", "elara", "status", "--json"], env=env,
                             stdout=subprocess.PIPE, text=True)
 
@@ -161,7 +157,7 @@ def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server
     assert daemon.count(r"wake word hey_jarvis \(") == 1, daemon.log()
     assert asked(ollama_server) == [words(q) for q in ["Say something about Jarvis.", *questions]]
     assert daemon.count("dropped an utterance") == 0
-    shown, learnt = status(env), json.loads(asked_learnt.communicate(timeout=30)[0])["echo"]
+    shown, learnt = daemon_status(env), json.loads(asked_learnt.communicate(timeout=30)[0])["echo"]
     assert learnt["erle_db"] > 10, learnt
     # The delay is the whole speaker → microphone path (output latency, the 60 ms loop, the sound
     # server's buffers), which grows when the machine is busy (255 ms seen with the other test
@@ -212,7 +208,7 @@ def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, 
     questions = asked(ollama_server)
     assert [q for q in questions if q in expected] == expected, questions
     assert len(questions) - len(expected) == daemon.count("dropped the reply started ahead"), questions
-    counters = status(env)["counters"]
+    counters = daemon_status(env)["counters"]
     assert counters["stops"] == 1 and counters["barge_ins"] == 1, counters
     # Heard at the microphone, through the echo path: she fell silent at once, not at the end of
     # a sentence (each takes about 4 s). How fast, measured: scripts/bench_echo.py --live.
