@@ -57,7 +57,7 @@ CONFIDENT_LOG_ODDS = -10.0
 #: it reads again what the first check turned down (the whole phrase) …
 SECOND_LOG_ODDS = -3.0
 #: … and for a confident score, looser, as the first reading's is: robotic and fast voices the
-#: model is sure of (0.95–1.00) base reads as the phrase only at e⁻³·²–e⁻⁷·² ("Okay, sorry." told:
+#: model is sure of (0.8–1.0) base reads as the phrase only at e⁻³·²–e⁻⁷·² ("Okay, sorry." told:
 #: "Hey Jarvis."). From e⁻³ to e⁻⁸ no false wake came in 24.2 h, and 26 more of 3712 sound-alike
 #: sentences woke her (`bench_wake_live.py --second-reading … --confident-only`); none in 6.04 h
 #: more, live; held-out set 3, unseen, 229 → 234 of 288.
