@@ -98,12 +98,22 @@ def daemon_env(card_env: dict[str, str], ollama_url: str, tmp: Path, **settings:
     return env
 
 
+def asking_status(env: dict[str, str]) -> subprocess.Popen[str]:
+    """`elara status --json` started, not waited for: read it with `status_answer`."""
+    return subprocess.Popen([sys.executable, "-m", "elara", "status", "--json"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def status_answer(asking: subprocess.Popen[str]) -> dict:
+    """What an `asking_status` command answered."""
+    out, err = asking.communicate(timeout=30)
+    assert asking.returncode == 0, err
+    return json.loads(out)
+
+
 def daemon_status(env: dict[str, str]) -> dict:
     """`elara status --json` against the daemon `env` reaches."""
-    done = subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
-                          capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return status_answer(asking_status(env))
 
 
 def spoken_question(path: Path, text: str) -> Path:

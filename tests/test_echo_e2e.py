@@ -9,16 +9,13 @@ That she falls silent at once is checked on one timeline (the figure is `scripts
 played into it, plus her echo) is recorded, the clip is found in it and taken out, and what is
 left is her voice coming back through the echo path."""
 
-import json
 import re
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import voice_clips
-from daemon_process import DaemonProcess, daemon_env, daemon_status
+from daemon_process import DaemonProcess, asking_status, daemon_env, daemon_status, status_answer
 from pulse import best_offset
 from spec_reader import read_all
 
@@ -87,12 +84,6 @@ def asked(server):
             for t in server.turns()]
 
 
-def asking_status(env):
-    """`elara status --json` started (`daemon_status`, without waiting): read it with `communicate`."""
-    return subprocess.Popen([sys.executable, "-m", "elara", "status", "--json"], env=env,
-                            stdout=subprocess.PIPE, text=True)
-
-
 def voiced_end(samples, threshold=300):
     """Index just after the last sample louder than `threshold`."""
     loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
@@ -157,7 +148,7 @@ def test_she_never_wakes_to_her_own_voice(echo_daemon, sound_card, ollama_server
     assert daemon.count(r"wake word hey_jarvis \(") == 1, daemon.log()
     assert asked(ollama_server) == [words(q) for q in ["Say something about Jarvis.", *questions]]
     assert daemon.count("dropped an utterance") == 0
-    shown, learnt = daemon_status(env), json.loads(asked_learnt.communicate(timeout=30)[0])["echo"]
+    shown, learnt = daemon_status(env), status_answer(asked_learnt)["echo"]
     assert learnt["erle_db"] > 10, learnt
     # The delay is the whole speaker → microphone path (output latency, the 60 ms loop, the sound
     # server's buffers), which grows when the machine is busy (255 ms seen with the other test
