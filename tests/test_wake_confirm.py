@@ -431,8 +431,8 @@ def test_what_the_first_reading_turns_down_a_second_model_reads_again(transcribe
     tiny = PhraseCheck("Good job, Beast.", "Good job, Beast.", 0.0, 0.0)
     confirm, asked = second_reading(transcriber, monkeypatch, tiny, PhraseCheck("That job is…", "Hey Jarvis.", -1.5, 0.0))
     assert confirm(silence(2.2), "hey_jarvis", False) and asked == ["first", "second"]
-    # stricter than the first reading's odds: base told the phrase writes it into more
-    assert SECOND_LOG_ODDS > CONFIRM_LOG_ODDS
+    # by the first reading's odds, no looser: told the phrase, base writes it into more
+    assert SECOND_LOG_ODDS >= CONFIRM_LOG_ODDS
     beyond = PhraseCheck("Hey, Charmin.", "Hey Jarvis.", SECOND_LOG_ODDS - 1.0, 0.0)
     confirm, _ = second_reading(transcriber, monkeypatch, tiny, beyond)
     assert not confirm(silence(2.2), "hey_jarvis", False)
