@@ -125,7 +125,7 @@ class HeldOutSet:
 # people. Set 1: other accents and variants, 125-225 wpm, pitch 30-70, Piper between the tuned
 # paces. Sets 2 and 3, made once set 1 had a setting tried on it: espeak-ng's voice variants on the
 # accents, other paces, words and noise levels; set 3 kept unseen until a change chosen on the
-# first two is done, the figure that change is reported by.
+# first two is done, the figure that change is reported by. Set 4 likewise, for the change after.
 HELD_OUT_SETS = {
     1: HeldOutSet(
         espeak=(("en-gb-scotland", 160, 50), ("en-gb-x-rp", 145, 45), ("en-us-nyc", 175, 55),
@@ -153,6 +153,15 @@ HELD_OUT_SETS = {
         noises=("clean", "white 12 dB", "pink 12 dB", "brown 8 dB", "babble 10 dB", "music 12 dB"),
         texts=("My sister is coming over for dinner on Friday.", "What's on my calendar for tomorrow?",
                "Hey Jarvis, how far away is the moon?")),
+    4: HeldOutSet(
+        espeak=(("en-us+Gene", 160, 50), ("en-gb-x-rp+Hugo", 150, 45), ("en-us-nyc+Mike", 185, 45),
+                ("en-gb-scotland+aunty", 165, 60), ("en-029+Jacky", 150, 55), ("en-gb-x-gbcwmd+travis", 170, 40),
+                ("en-gb-x-gbclan+norbert", 185, 45), ("en-us+shelby", 140, 65), ("en-us+victor", 200, 40),
+                ("en-us+Lee", 175, 50)),
+        piper=(0.85, 1.2),
+        noises=("clean", "white 11 dB", "pink 11 dB", "brown 9 dB", "babble 11 dB", "music 11 dB"),
+        texts=("The garden needs watering before the sun goes down.", "Turn the lights off in the kitchen, please.",
+               "Hey Jarvis, what's the weather like this weekend?")),
 }
 
 
@@ -258,7 +267,7 @@ def add_noise(clip: np.ndarray, kind: str, seed: int) -> np.ndarray:
 
 def build_positives(held_out: int = 0) -> list[Positive]:
     """Every source × layout × noise condition, with the wake phrase's span in each clip: the tuning
-    set, or (`held_out` 1 to 3) other voices, paces, words and noises."""
+    set, or (`held_out`, a key of HELD_OUT_SETS) other voices, paces, words and noises."""
     sources: list[tuple]
     if held_out:
         if held_out not in HELD_OUT_SETS:

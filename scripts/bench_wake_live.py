@@ -19,12 +19,12 @@ may differ a little from the live figure above it.
 turned down again with `WakeWord.ConfirmSecondModel` and tables the false wakes it would add at
 each log odds (with `--confident-only`, the confident scores' windows alone, at their own odds). `--negative-seed` picks an independent negative stream (bench_wake's).
 `--held-out` measures recall alone on bench_wake's held-out clips: voices, paces, pitches, words
-around the phrase and noises that no setting was chosen on; `--held-out 2` and `3` on two more
-such sets, made once a setting had been tried on the first.
+around the phrase and noises that no setting was chosen on; `--held-out 2`, `3` and `4` on more
+such sets, each made once a setting had been tried on the ones before.
 
     .venv/bin/python scripts/bench_wake_live.py [--cache DIR] [--set WakeWord__ConfirmFrom=0] [--rules]
         [--confirm-before SECONDS] [--negative-scale 3] [--negative-seed 1] [--keep-windows FILE.npz]
-    .venv/bin/python scripts/bench_wake_live.py --held-out [2|3]
+    .venv/bin/python scripts/bench_wake_live.py --held-out [2|3|4]
     .venv/bin/python scripts/bench_wake_live.py --negative-scale 10 --negative-seed 1 --second-reading FILE.npz
 """
 
@@ -59,7 +59,6 @@ from elara.voice.engines import load_second_check, load_transcriber, load_wake  
 from elara.voice.stt import PhraseCheck, Transcriber  # noqa: E402
 from elara.voice.wake import (  # noqa: E402
     CONFIRM_AFTER_FRAMES,
-    SECOND_LOG_ODDS,
     WakeWordDetector,
     names_wake_word,
     phrase_confirmed,
@@ -224,8 +223,8 @@ def rule_table(detector: WakeWordDetector, transcriber: Transcriber, positives: 
                         "sound-alike sentences woken"], rows))
 
 
-SECOND_ODDS = (-1.0, -2.0, -3.0, -4.0, -6.0)
-# … and the confident scores' alone, the doubtful ones' at SECOND_LOG_ODDS
+SECOND_ODDS = (-1.0, -2.0, -3.0, -4.0, -6.0, -8.0)
+# … and the confident scores' alone, the doubtful ones' at runtime.SECOND_LOG_ODDS (`--second-odds`)
 SECOND_CONFIDENT_ODDS = (-4.0, -5.0, -6.0, -8.0, -10.0)
 
 
@@ -235,7 +234,7 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
     `WakeWord.ConfirmSecondModel` as the daemon reads them (beam, noise suppression); the false
     wakes and sound-alikes its reading would add at each log odds. With `confident_only`, only the
     confident scores' windows, at each of their own odds (the run's second reading already turned
-    the doubtful ones down at SECOND_LOG_ODDS). A wake within the refractory time of another counts
+    the doubtful ones down at `--second-odds`). A wake within the refractory time of another counts
     once."""
     settings = load_settings(env=settings_env)
     model = settings.wake_word.confirm_second_model
@@ -260,8 +259,9 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
         ("as the run decided" if confident_only else "first reading only", None, None)]
     if not confident_only:
         rules += [(f"{model} again, log odds ≥ {odds:g}", odds, odds) for odds in SECOND_ODDS]
-    rules += [(f"{model} again, doubtful ≥ {SECOND_LOG_ODDS:g}, confident ≥ {odds:g}",
-               None if confident_only else SECOND_LOG_ODDS, odds) for odds in SECOND_CONFIDENT_ODDS]
+    doubtful = runtime.SECOND_LOG_ODDS  # `--second-odds`
+    rules += [(f"{model} again, doubtful ≥ {doubtful:g}, confident ≥ {odds:g}",
+               None if confident_only else doubtful, odds) for odds in SECOND_CONFIDENT_ODDS]
     rows = []
     for label, doubtful_odds, confident_odds in rules:
         fired = list(woken)
@@ -331,9 +331,11 @@ def main() -> int:
     parser.add_argument("--confident-only", action="store_true",
                         help="with --second-reading: only the confident scores' windows, at their own odds")
     parser.add_argument("--rules", action="store_true", help="also decide the asked windows by other rules")
-    parser.add_argument("--held-out", type=int, nargs="?", const=1, default=0, choices=(1, 2, 3),
-                        metavar="SET", help="recall only, on bench_wake's held-out clips (set 1, 2 or 3): voices, paces, words "
+    parser.add_argument("--held-out", type=int, nargs="?", const=1, default=0, choices=tuple(bw.HELD_OUT_SETS),
+                        metavar="SET", help="recall only, on bench_wake's held-out clips (set 1 to 4): voices, paces, words "
                              "and noises no setting was chosen on")
+    parser.add_argument("--second-odds", type=float, default=runtime.SECOND_LOG_ODDS, metavar="LOG_ODDS",
+                        help="the odds the second model's reading of a doubtful score needs (default: %(default)s)")
     parser.add_argument("--second-confident-odds", type=float, default=runtime.SECOND_CONFIDENT_LOG_ODDS,
                         metavar="LOG_ODDS", help="the odds the second model's reading of a confident score "
                         "needs (default: %(default)s)")
@@ -342,6 +344,7 @@ def main() -> int:
     args = parser.parse_args()
     wake_module.CONFIRM_BEFORE_SECONDS = args.confirm_before  # read when the detector is built
     runtime.SECOND_CONFIDENT_LOG_ODDS = args.second_confident_odds  # read at each check
+    runtime.SECOND_LOG_ODDS = args.second_odds
     env = {f"ELARA__{k}": v for k, v in (item.split("=", 1) for item in args.set)}
     if args.second_reading is not None:
         stream, segments = bw.cached_negatives(args.cache, args.negative_scale, args.negative_seed)
