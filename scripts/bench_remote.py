@@ -34,7 +34,6 @@ sys.path[:0] = [str(REPO / "tests")]
 import voice_clips  # noqa: E402
 from wyoming_services import both  # noqa: E402
 
-from elara.embedded import prepare_openmp  # noqa: E402
 from elara.voice.models import resolve_voice, resolve_whisper  # noqa: E402
 from elara.voice.remote import WyomingClient, WyomingSynthesizer, WyomingTranscriber, parse_engine  # noqa: E402
 from elara.voice.stt import Transcriber  # noqa: E402
@@ -147,7 +146,6 @@ def daemon(whisper_uri: str, piper_uri: str, turns: int) -> None:
 
 
 def main() -> int:
-    prepare_openmp()  # as the daemon does, before Whisper's CTranslate2 loads its libgomp
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--daemon", action="store_true", help="also run bench_voice.py local vs remote")
