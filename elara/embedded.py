@@ -31,6 +31,7 @@ from elara import personalities
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError, ModelLoadError, ModelNotFoundError
 from elara.llm import ModelInfo
+from elara.openmp import prepare_openmp
 from elara.settings import Settings
 from elara.thinking import strip_thinking
 from elara.voice.models import default_models_dirs, package_dir
@@ -53,13 +54,6 @@ DEFAULT_CONTEXT = 4096
 #: unbounded arrays, along which a small model under a grammar may repeat itself until the
 #: context is full.
 JSON_MAX_TOKENS = 1024
-#: How long llama.cpp's OpenMP threads spin at a barrier before they sleep (libgomp's
-#: GOMP_SPINCOUNT, unless the environment sets it). libgomp's default, 300 000 spins (≈3 ms), is
-#: for a machine of its own: where another thread pool keeps the cores busy (Piper's onnxruntime,
-#: while she speaks), a thread waits at each of a token's hundreds of barriers for one that lost
-#: its core. A 128-token reply took 6.5 s, not 1.4 s, and at worst minutes
-#: (scripts/bench_embedded.py --beside-piper).
-OPENMP_SPIN_COUNT = "1000"
 #: No real chat model is smaller than this; a smaller .gguf is a stub or a broken download.
 MIN_GGUF_BYTES = 1 << 20
 
@@ -267,14 +261,6 @@ def available_memory() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def prepare_openmp() -> None:
-    """Have llama.cpp's OpenMP threads sleep soon at a barrier (`OPENMP_SPIN_COUNT`) unless the
-    environment already says how long. The daemon calls this before it starts a thread: setting
-    the C environment while another thread reads it is unsafe, and the model loads in a worker
-    thread with the microphone running. `load_model` calls it too (a no-op by then)."""
-    os.environ.setdefault("GOMP_SPINCOUNT", OPENMP_SPIN_COUNT)
 
 
 def load_embedded(settings: Settings) -> EmbeddedLanguageModel:

@@ -43,7 +43,6 @@ import voice_clips  # noqa: E402
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame  # noqa: E402
 from elara.audio.reference import PlaybackHistory  # noqa: E402
 from elara.audio.streams import resample  # noqa: E402
-from elara.embedded import prepare_openmp  # noqa: E402
 from elara.voice.echo import (  # noqa: E402
     FAR_ACTIVE_RMS,
     Canceller,
@@ -525,7 +524,6 @@ def self_talk(daemon, card, server, question: Path, minutes: float,
 
 def main() -> int:
     """Parse the arguments; run the offline table or the live measurements."""
-    prepare_openmp()  # as the daemon does, before Whisper's CTranslate2 loads its libgomp
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=2.0, help="length of each offline scene")
     parser.add_argument("--cancellers", default="webrtc,speex,none")

@@ -57,7 +57,6 @@ import bench_turn  # noqa: E402
 from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise  # noqa: E402
 
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
-from elara.embedded import prepare_openmp  # noqa: E402
 from elara.voice.turn import (  # noqa: E402
     READ_AGAIN_BELOW_LOGPROB,
     PauseSignals,
@@ -607,7 +606,6 @@ def breakdown(title: str, configs: Sequence[Config], tallies: dict, groups: Sequ
 
 def main(argv: list[str] | None = None) -> int:
     """Run the bench and print the report."""
-    prepare_openmp()  # as the daemon does, before Whisper's CTranslate2 loads its libgomp
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
                         help=f"comma-separated, of {', '.join(CONFIGS)} (default {','.join(DEFAULT_CONFIGS)})")

@@ -36,7 +36,6 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 from voice_clips import espeak_ssml, frames, piper_speech, silence  # noqa: E402
 
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
-from elara.embedded import prepare_openmp  # noqa: E402
 from elara.voice.turn import (  # noqa: E402
     UNFINISHED_WORDS,
     Ending,
@@ -598,7 +597,6 @@ def check_features(clips: list[Clip]) -> str:
 
 def main() -> None:
     """Build the clips, measure, print the report."""
-    prepare_openmp()  # as the daemon does, before Whisper's CTranslate2 loads its libgomp
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", help="where synthesized clips are kept (default: a temporary directory)")
     parser.add_argument("--json", help="write the measured pauses here")

@@ -52,7 +52,6 @@ from voice_clips import frames  # noqa: E402
 
 from elara import runtime  # noqa: E402
 from elara.config import load_settings  # noqa: E402
-from elara.embedded import prepare_openmp  # noqa: E402
 from elara.runtime import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check  # noqa: E402
 from elara.voice import wake as wake_module  # noqa: E402
 from elara.voice.denoise import NoiseSuppressor  # noqa: E402
@@ -317,7 +316,6 @@ def held_out_report(positives: list[bw.Positive], found: list[bool], peaks: list
 
 def main() -> int:
     """Run the shipped detector over the bench material; markdown on stdout."""
-    prepare_openmp()  # as the daemon does, before Whisper's CTranslate2 loads its libgomp
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "elara-bench")
     parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE")

@@ -7,11 +7,9 @@ from collections.abc import Iterator
 import pytest
 from ollama_server import FakeOllamaServer
 
-from elara.embedded import prepare_openmp
+from elara.openmp import prepare_openmp
 
-# As the daemon does before it starts: Whisper's CTranslate2 and llama.cpp each load a libgomp that
-# reads GOMP_SPINCOUNT once; at libgomp's default a worker's threads spin ≈3 ms at every barrier
-# and starve the other worker's (an embedded-model test took 95 s, not 4 s, beside a Whisper one).
+# As the daemon does before it starts a thread (the loaders would set it too, but maybe in a thread).
 prepare_openmp()
 
 

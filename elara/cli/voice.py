@@ -30,7 +30,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from elara.daemon import Daemon
-    from elara.embedded import prepare_openmp
+    from elara.openmp import prepare_openmp
 
     prepare_openmp()  # while this is the only thread
     return asyncio.run(Daemon(settings, args.config, args.config_sources.files).run())

@@ -24,6 +24,7 @@ import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE
 from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.openmp import prepare_openmp
 from elara.voice.models import TURN_MODEL_KEY
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class TurnFeatures:
     """Smart Turn's input features: faster-whisper's log-mel on the normalised 8 s window."""
 
     def __init__(self) -> None:
+        prepare_openmp()  # importing faster-whisper loads CTranslate2 and its libgomp
         from faster_whisper.feature_extractor import FeatureExtractor
 
         self._extractor = FeatureExtractor(feature_size=80, chunk_length=WINDOW_SECONDS)

@@ -26,6 +26,7 @@ import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE
 from elara.errors import ModelLoadError, ModelNotFoundError
+from elara.openmp import prepare_openmp
 from elara.voice.models import SPEECH_TO_TEXT_KEY
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class Transcriber:
             raise ModelNotFoundError(
                 f"{SPEECH_TO_TEXT_KEY}: {model_dir} is not a CTranslate2 Whisper directory (no model.bin)"
             )
+        prepare_openmp()  # CTranslate2's libgomp reads it once, as it loads on this first import
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
 
