@@ -5,8 +5,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -103,26 +101,6 @@ def test_embeddings_need_ollama(embedded_model):
         asyncio.run(embedded_model.embed(["hello"], "nomic-embed-text"))
     assert info.value.code == "embeddings_unavailable"
     assert "Memory.Retrieval" in info.value.message and "ollama pull nomic-embed-text" in info.value.message
-
-
-LOAD = """
-from elara.embedded import builtin_model_path, load_model
-load_model(builtin_model_path(), threads=2, options={}, timeout_seconds=60.0).close()
-"""
-
-
-@pytest.mark.parametrize("environment, seen", [(None, "1000"), ("50000", "50000")])
-def test_llama_cpps_threads_sleep_soon_at_a_barrier_unless_told_otherwise(environment, seen):
-    # libgomp reads GOMP_SPINCOUNT once, as llama.cpp's libraries load, and shows what it read
-    # (OMP_DISPLAY_ENV): a few spins unless the person set their own.
-    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
-    env["OMP_DISPLAY_ENV"] = "VERBOSE"
-    if environment is not None:
-        env["GOMP_SPINCOUNT"] = environment
-    out = subprocess.run([sys.executable, "-c", LOAD], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert f"GOMP_SPINCOUNT = '{seen}'" in out.stderr, out.stderr
 
 
 def test_the_daemon_sets_the_spin_count_before_it_starts(monkeypatch):
