@@ -13,7 +13,7 @@ from elara.errors import ModelNotFoundError
 from elara.runtime import read_again, stop_reader
 from elara.voice.engines import transcriber as load_whisper
 from elara.voice.models import resolve_whisper
-from elara.voice.stt import Transcriber, Transcript, normalize_text, phantom_reason
+from elara.voice.stt import Transcriber, Transcript, complete_merges, normalize_text, phantom_reason
 from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, read_again_wanted
 
 
@@ -202,6 +202,20 @@ def test_weighing_told_phrases_scores_them_against_whispers_own_reading(transcri
     assert transcriber.weigh(said, ["Stop."], settled=lambda text: "thank" in text.lower()).log_odds == {}
     long = concat(*[utterance(piper_speech("Who wrote the novel Pride and Prejudice?"))] * 4)
     assert transcriber.weigh(long, ["Stop."], settled=lambda text: False).log_odds == {}
+
+
+def test_whisper_base_weighs_words_starting_with_t_as_it_writes_them():
+    """The base packages' tokenizer lacks the merge that makes " t", so "Tell me the time." was
+    weighed as if written " ", "t…": its own reading scored ≈e⁻²⁷ too low, and "Stop." came out
+    e¹⁶ likelier than what was said — a false stop with `SpeechToText.Model` base."""
+    base = Transcriber(resolve_whisper("base").path)
+    assert base._model.hf_tokenizer.encode(" time", add_special_tokens=False).ids == [565]
+    weighing = base.weigh(utterance(piper_speech("Tell me the time.")), ["Stop.", "Tell me the time."],
+                          settled=lambda text: False)
+    assert weighing.transcript.text == "Tell me the time."
+    assert weighing.log_odds["Tell me the time."] == pytest.approx(0.0, abs=0.5)
+    assert weighing.log_odds["Stop."] < -6
+    assert complete_merges(resolve_whisper("tiny.en").path / "tokenizer.json") is None  # it lacks none
 
 
 def test_empty_audio_is_an_empty_or_phantom_transcript(transcriber):

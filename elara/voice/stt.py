@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from elara.audio.frames import SAMPLE_RATE
 from elara.errors import ModelLoadError, ModelNotFoundError
 from elara.openmp import prepare_openmp
 from elara.voice.models import SPEECH_TO_TEXT_KEY
+
+if TYPE_CHECKING:
+    import tokenizers
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +109,9 @@ class Transcriber:
             )
         except Exception as exc:
             raise ModelLoadError(f"{SPEECH_TO_TEXT_KEY}: {model_dir} does not load: {exc}") from exc
+        repaired = complete_merges(model_dir / "tokenizer.json")
+        if repaired is not None:
+            self._model.hf_tokenizer = repaired
         #: Seconds it took to load the model.
         self.load_seconds = time.perf_counter() - started
         self.model_dir = model_dir
@@ -321,6 +328,48 @@ class Transcriber:
             odds = prompted_ll - heard_ll
         text = tokenizer.decode(heard).strip()
         return text, tokenizer.decode(prompted).strip(), odds, self._looped(len(start), heard, text, audio)
+
+
+def complete_merges(path: Path) -> tokenizers.Tokenizer | None:
+    """The byte-level BPE tokenizer in `path` with the merges it lacks put back, or None when it
+    lacks none (or is not one).
+
+    The Whisper base packages' tokenizer.json lacks its first merge, "Ġ t" (a merges file read as
+    if its first line were the "#version" header): every word starting with "t" is written as
+    " ", "t…" (" time" as two tokens). Whisper never writes that, so text Elara hands it — the
+    phrases it weighs against its reading, the reading itself, an initial prompt — scored as
+    unlikely as gibberish (" Set a timer for ten minutes." at e⁻²⁵ where its own tokens score e⁻⁰·⁴).
+    Decoding is unaffected. A merge's rank is the id of the token it makes less 256, so each token
+    no merge makes, and that only one pair of earlier tokens spells, gets its merge back at its rank.
+    """
+    import json
+
+    import tokenizers
+
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        model = spec["model"]
+        if model.get("type") != "BPE":
+            return None
+        vocab: dict[str, int] = model["vocab"]
+        merges = [m.split(" ") if isinstance(m, str) else list(m) for m in model["merges"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # faster-whisper read it, or said why not; nothing to add here
+    made = {"".join(pair) for pair in merges}
+    added = []
+    for token, rank in sorted(vocab.items(), key=lambda item: item[1]):
+        if rank < 256 or token in made or not token or token.startswith("<|"):
+            continue
+        splits = [(token[:i], token[i:]) for i in range(1, len(token))
+                  if vocab.get(token[:i], rank) < rank and vocab.get(token[i:], rank) < rank]
+        if len(splits) == 1:
+            merges.insert(min(rank - 256, len(merges)), list(splits[0]))
+            added.append(" ".join(splits[0]))
+    if not added:
+        return None
+    model["merges"] = merges
+    log.info("%s lacks %d BPE merge(s) (%s); put back", path, len(added), ", ".join(added[:3]))
+    return tokenizers.Tokenizer.from_str(json.dumps(spec))
 
 
 def _as_float(samples: np.ndarray) -> np.ndarray:
