@@ -43,7 +43,7 @@ from elara.voice.loop import FrameSource, SpeechToText, VoiceParts
 from elara.voice.remote import FailoverSynthesizer, FailoverTranscriber, parse_engine
 from elara.voice.speech import SpeechSink, Synthesizer
 from elara.voice.stop import StopReader
-from elara.voice.stt import Transcriber, phantom_reason
+from elara.voice.stt import SecondReading, Transcriber, phantom_reason
 from elara.voice.tts import PiperSynthesizer
 from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.vad import VoiceActivity, create_vad
@@ -246,18 +246,20 @@ def stop_reader(transcriber: SpeechToText, wake_names: Sequence[str]) -> StopRea
     return StopReader(whisper, tuple(spoken_wake_phrase(name) for name in wake_names))
 
 
-def read_again(transcriber: SpeechToText, beam_size: int, second: Transcriber | None = None) -> Transcriber | None:
+def read_again(transcriber: SpeechToText, beam_size: int, second: Transcriber | None = None) -> SecondReading | None:
     """What reads doubtful words again with `beam_size`: `second`, another Whisper model, in the
-    first one's language and through its cleaning, or else the local Whisper with the wider beam.
-    None: no second reading — none asked for, the same model no wider than the first, or the words
-    are read by a remote engine. Of bench_stt's 528 questions, base read again the unsure ones to
-    76.5 % of key words where tiny.en at beam 5 read them to 74.8 % (`scripts/bench_stt.py`)."""
+    first one's language and through its cleaning, or else the local Whisper with the wider beam;
+    the reading both models find likelier stands. None: no second reading — none asked for, the
+    same model no wider than the first, or the words are read by a remote engine. Of bench_stt's
+    528 questions, base read again the unsure ones to 77.8 % of key words where tiny.en at beam 5
+    read them to 74.8 % (`scripts/bench_stt.py`)."""
     if not isinstance(transcriber, Transcriber) or beam_size <= 0:
         return None
     if second is not None:
-        return second.speaking(transcriber.language).with_beam_size(beam_size).cleaned_by(transcriber.clean)
+        return SecondReading(transcriber, second.speaking(transcriber.language).with_beam_size(beam_size)
+                             .cleaned_by(transcriber.clean))
     if beam_size > transcriber.beam_size:
-        return transcriber.with_beam_size(beam_size)
+        return SecondReading(transcriber, transcriber.with_beam_size(beam_size))
     return None
 
 

@@ -64,7 +64,6 @@ from elara.voice.turn import (  # noqa: E402
     TurnThresholds,
     Verdict,
     read_again_wanted,
-    second_reading_kept,
 )
 
 
@@ -531,12 +530,22 @@ def judged(text: str, logprob: float):
         PauseSignals(silence_ms=TAIL_S * 1000, transcript=text, transcript_logprob=logprob))
 
 
+def surer_kept(first_logprob: float, second_logprob: float) -> bool:
+    """The rule before the likelier reading (`stt.SecondReading`): the second reading replaced the
+    first where its own model was at least as sure of it (average log probability)."""
+    return second_logprob >= first_logprob
+
+
 def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Clip],
-                    readings: dict[tuple[str, int], tuple[str, float, float]]) -> list[tuple[str, Tally]]:
+                    readings: dict[tuple[str, int], tuple[str, float, float]],
+                    models: dict | None = None) -> list[tuple[str, Tally]]:
     """`first`'s readings split by the judgment, then kept except where read again by another
     configuration with the same noise suppression or, after a first reading without, any (its seconds added):
     every doubtful reading, or the loop's rule (`turn.read_again_wanted`: doubtful and Whisper unsure), the
-    second reading taken or, as the loop does, the one with the higher average log probability kept."""
+    second reading taken, or the one its own model was surer of (the rule before), or (with `models`, as the
+    loop does now: `stt.SecondReading`, read again and timed as the loop reads) the one both models find likelier."""
+    from elara.voice.stt import SecondReading, Transcript
+
     def mine(i: int) -> Score:
         text, seconds, _ = readings[(first.key, i)]
         return score(clips[i].text, text, seconds)
@@ -553,17 +562,27 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
         # a second reading may clean its audio where the first did not, not the other way round
         if again is first or first.noise_suppression not in (0, again.noise_suppression):
             continue
-        for name, which, surer in (("every doubtful reading", doubtful, False),
-                                   ("the unsure ones (the loop's rule)", unsure, False),
-                                   ("the unsure ones, keeping the surer reading,", unsure, True)):
+        for name, which, rule in (("every doubtful reading", doubtful, "taken"),
+                                  ("the unsure ones (the loop's rule)", unsure, "taken"),
+                                  ("the unsure ones, keeping the surer reading,", unsure, "surer"),
+                                  ("the unsure ones, keeping the likelier reading,", unsure, "likelier")):
+            if rule == "likelier" and (models is None or not isinstance(models.get(again.key), type(models[first.key]))):
+                continue
             tally = Tally()
             for i, clip in enumerate(clips):
                 text, seconds, logprob = readings[(first.key, i)]
                 if i in which:
                     second, more, second_logprob = readings[(again.key, i)]
-                    seconds += more
-                    if not surer or second_reading_kept(logprob, second_logprob):
-                        text = second
+                    if rule == "likelier":  # read again as the loop reads it, and timed so
+                        assert models is not None
+                        started = time.perf_counter()
+                        text = SecondReading(models[first.key], models[again.key]).reread(
+                            clip.cut(), Transcript(text, 0.0, logprob, 0.0, 0.0)).text
+                        seconds += time.perf_counter() - started
+                    else:
+                        seconds += more
+                        if rule == "taken" or (rule == "surer" and surer_kept(logprob, second_logprob)):
+                            text = second
                 tally.add(score(clip.text, text, seconds))
             rows.append((f"{first.label}, {name} again with {again.label}", tally))
     return rows
@@ -688,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
         out += ["### Read again where the end-of-turn judgment doubts the first reading", "",
                 "Judged as the loop judges a pause; a reading read again is scored by its second "
                 "reading (or the surer of the two, where the row says so), with both readings' seconds.", "",
-                *table([row for first in firsts for row in read_again_rows(first, configs, clips, readings)]), ""]
+                *table([row for first in firsts for row in read_again_rows(first, configs, clips, readings, models)]), ""]
     misses = [(i, clip) for i, clip in enumerate(clips)
               if (s := score(clip.text, readings[(best.key, i)][0], 0)).keys_right < s.keys]
     out += [f"### {best.label}: questions with a key word wrong ({len(misses)})", ""]

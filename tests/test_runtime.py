@@ -34,7 +34,7 @@ def test_a_reload_reuses_unchanged_parts_and_builds_the_rest(settings_for, tmp_p
                 assert getattr(same, part) is getattr(first, part), part
             # Whisper base, loaded once for the wake check, also reads the doubtful words again.
             assert first.second_check is not None and first.voice.read_again is not None
-            assert first.voice.read_again._model is first.second_check._model
+            assert first.voice.read_again.again._model is first.second_check._model
             # The cheap parts are always new: a swap never shares a speech sink or a dialogue.
             assert same.voice.speech is not first.voice.speech
             assert same.voice.dialogue is not first.voice.dialogue

@@ -111,9 +111,9 @@ def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber)
                                                             transcript_logprob=first.avg_logprob))
     assert read_again_wanted(judged, first.avg_logprob) and not keys <= words(first.text), first
     again = read_again(transcriber, 5)
-    assert again is not None and again.beam_size == 5 and transcriber.beam_size == 1
-    assert again._model is transcriber._model  # the loaded model, not a second copy
-    assert keys <= words(again.transcribe(audio).text)
+    assert again is not None and again.again.beam_size == 5 and transcriber.beam_size == 1
+    assert again.first is transcriber and again.again._model is transcriber._model  # not a second copy
+    assert keys <= words(again.reread(audio, first).text)  # and the likelier of the two readings
     assert read_again(transcriber, 1) is None and read_again(transcriber, 0) is None
 
 
@@ -132,16 +132,19 @@ def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(tran
                                                             transcript_logprob=first.avg_logprob))
     keys = {"timer", "10", "minutes"}
     assert read_again_wanted(judged, first.avg_logprob) and not keys <= words(first.text), first
-    assert not keys <= words(read_again(transcriber, 5).transcribe(audio).text)
+    wider = read_again(transcriber, 5)
+    assert wider is not None and not keys <= words(wider.again.transcribe(audio).text)
     second = load_second_check(settings)
     assert second is not None and settings.speech_to_text.read_again_by_second_model
     again = read_again(transcriber, 5, second)
-    assert again is not None and again._model is second._model and again.beam_size == 5
-    assert again.language == transcriber.language and again.clean is transcriber.clean
+    assert again is not None and again.again._model is second._model and again.again.beam_size == 5
+    assert again.first is transcriber
+    assert again.again.language == transcriber.language and again.again.clean is transcriber.clean
     assert second.speaking("de").language == "de" and transcriber.speaking("de").language == "en"
-    reread = again.transcribe(audio)
-    assert keys <= words(reread.text)
-    assert reread.avg_logprob >= first.avg_logprob, (reread, first)  # so the loop takes it
+    reread = again.reread(audio, first)
+    assert keys <= words(reread.text)  # both models find base's reading likelier, so the loop takes it
+    first_ll, second_ll = again.likelihoods(audio, [first.text, reread.text])
+    assert second_ll > first_ll and again.reread(audio, dataclasses.replace(first, text=reread.text)).text == reread.text
     # a second model reads even at the first model's beam; no beam, no second reading
     assert read_again(transcriber, 1, second) is not None and read_again(transcriber, 0, second) is None
 
@@ -157,7 +160,7 @@ def test_noise_suppression_hears_words_the_hiss_hid(transcriber):
     assert "chicago" not in words(transcriber.transcribe(audio).text)
     assert {"snow", "chicago", "weekend"} <= words(shipped.transcribe(audio).text)
     again = read_again(shipped, 5)
-    assert again is not None and again.clean is shipped.clean
+    assert again is not None and again.again.clean is shipped.clean
     off = load_whisper(resolve_whisper("tiny.en"), dataclasses.replace(stt, noise_suppression=0))
     assert off.clean is None
     # "stop" over her voice is read as it comes (the same loaded model), and so is all of it when off

@@ -30,7 +30,6 @@ from elara.voice.turn import (
     pause_limit_ms,
     read_again_wanted,
     said_wake_phrase,
-    second_reading_kept,
     transcript_ending,
 )
 
@@ -365,12 +364,3 @@ def test_only_doubted_words_whisper_was_unsure_of_are_read_again(text, logprob, 
                                   command=command), TurnThresholds())
     assert read_again_wanted(judgment, logprob) is wanted
     assert not read_again_wanted(None, -2.0)  # no judgment (it is off): no second reading
-
-
-@pytest.mark.parametrize(("first", "second", "kept"), [
-    (-1.0, -0.4, True),  # surer of the second reading: it is the question
-    (-1.0, -1.0, True),  # as sure: the second, the wider reading
-    (-0.95, -0.98, False),  # less sure of it: the first stands
-])
-def test_a_second_reading_is_kept_when_whisper_is_at_least_as_sure_of_it(first, second, kept):
-    assert second_reading_kept(first, second) is kept

@@ -54,7 +54,6 @@ from elara.voice.turn import (
     pause_limit_ms,
     read_again_wanted,
     said_wake_phrase,
-    second_reading_kept,
 )
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection, names_wake_word
@@ -84,6 +83,13 @@ class SpeechToText(Protocol):
 
     def transcribe(self, samples: np.ndarray) -> Transcript:
         """The words heard."""
+
+
+class ReadAgain(Protocol):
+    """Reads doubtful words again and says which reading stands."""
+
+    def reread(self, samples: np.ndarray, reading: Transcript) -> Transcript:
+        """The reading that stands: `reading` itself, or a new one."""
 
 
 class FrameSource(Protocol):
@@ -127,8 +133,9 @@ class VoiceParts:
     stop_words: bool = False  # "stop" without the wake word while she speaks or a timer rings
     go_on_ms: int = 0  # after the end of speech, the person may go on this long: the same turn
     min_speech_ms: int = 200  # speech that counts as going on (as it counts as an onset)
-    #: reads again the words the end-of-turn judgment doubts (a wider beam); None: the first reading
-    read_again: SpeechToText | None = None
+    #: reads again the words the end-of-turn judgment doubts (Whisper base, or a wider beam) and
+    #: keeps the likelier reading; None: the first reading stands
+    read_again: ReadAgain | None = None
     #: reads what may be "stop" over her voice or a ringing timer; None: the transcriber
     stop_reader: SpeechToText | None = None
 
@@ -736,7 +743,8 @@ class VoiceLoop:
                     and read_again_wanted(judgment, transcript.avg_logprob)):
                 # Doubtful words are where the first reading goes wrong; the reply started on it
                 # goes on meanwhile and is kept if the second reading says the same.
-                again = self._transcribe_ahead(samples, parts.read_again, instead=transcript)
+                again = self._transcribe_ahead(
+                    samples, functools.partial(parts.read_again.reread, reading=transcript), instead=transcript)
                 self._speculative = (span, again)
                 second = await again
                 if self._speculative is None or self._speculative[1] is not again or not self._listening:
@@ -745,11 +753,9 @@ class VoiceLoop:
                 if second_reason is not None:  # the wider beam heard no question: the first stands
                     self._speculative = (span, task)
                     log.info("read the doubted words again: no question heard, the first reading stands")
-                elif not second_reading_kept(transcript.avg_logprob, second.avg_logprob):
+                elif second is transcript:
                     self._speculative = (span, task)
-                    log.info("read the doubted words again: Whisper was less sure of them "
-                             "(%.2f against %.2f), the first reading stands",
-                             second.avg_logprob, transcript.avg_logprob)
+                    log.info("read the doubted words again: the first reading stands")
                 elif second_text == text:
                     self._speculative_at = (again, self._clock())
                     log.info("read the doubted words again: the same")
@@ -785,13 +791,13 @@ class VoiceLoop:
         finally:
             waiter.cancel()
 
-    def _transcribe_ahead(self, samples: np.ndarray, transcriber: SpeechToText | None = None, *,
+    def _transcribe_ahead(self, samples: np.ndarray, read: Callable[[np.ndarray], Transcript] | None = None, *,
                           instead: Transcript | None = None) -> asyncio.Task[Transcript]:
-        """Whisper on the words so far, one at a time: a short gap between words starts one too,
-        and two running side by side on two cores would slow the one at the real end. A second
-        reading that fails gives the first one (`instead`)."""
+        """Whisper on the words so far (or `read`, a second reading), one at a time: a short gap
+        between words starts one too, and two running side by side on two cores would slow the one
+        at the real end. A second reading that fails gives the first one (`instead`)."""
         previous = self._ahead
-        transcriber = transcriber or self.parts.transcriber
+        read = read or self.parts.transcriber.transcribe
 
         async def transcribe() -> Transcript:
             if previous is not None:
@@ -799,7 +805,7 @@ class VoiceLoop:
             if self._speculative is None or self._speculative[1] is not task:
                 raise asyncio.CancelledError  # speech resumed while it waited: nobody needs it
             try:
-                return await asyncio.to_thread(transcriber.transcribe, samples)
+                return await asyncio.to_thread(read, samples)
             except Exception as exc:
                 if instead is None:
                     raise
