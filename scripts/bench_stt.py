@@ -20,7 +20,8 @@ last words. Each tiny.en beam 1 reading (tiny1, or tiny1n2: after WebRTC noise s
 2, as `SpeechToText.NoiseSuppression` does) is also split by the end-of-turn judgment and scored as
 if the doubtful ones (or the loop's rule, `turn.read_again_wanted`) had been read again by each
 other configuration with the same noise suppression (or, after a first reading without it, any),
-the second reading taken or (as the loop does) the one Whisper was surer of kept. Markdown report
+the second reading taken, the one its own model was surer of kept (the rule before), or (as the loop
+does, `stt.SecondReading`) the one both models find likelier kept. Markdown report
 on stdout, progress on stderr.
 
     .venv/bin/python scripts/bench_stt.py [--quick] [--configs tiny1,base1,...] [--cache DIR] [--cross]
@@ -706,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     if firsts and len(configs) > 1:
         out += ["### Read again where the end-of-turn judgment doubts the first reading", "",
                 "Judged as the loop judges a pause; a reading read again is scored by its second "
-                "reading (or the surer of the two, where the row says so), with both readings' seconds.", "",
+                "reading (or the surer or likelier of the two, where the row says so), with both readings' seconds.", "",
                 *table([row for first in firsts for row in read_again_rows(first, configs, clips, readings, models)]), ""]
     misses = [(i, clip) for i, clip in enumerate(clips)
               if (s := score(clip.text, readings[(best.key, i)][0], 0)).keys_right < s.keys]

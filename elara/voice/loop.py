@@ -742,7 +742,7 @@ class VoiceLoop:
             if (parts.read_again is not None and reason is None
                     and read_again_wanted(judgment, transcript.avg_logprob)):
                 # Doubtful words are where the first reading goes wrong; the reply started on it
-                # goes on meanwhile and is kept if the second reading says the same.
+                # goes on meanwhile and is kept if the first reading stands or the second agrees.
                 again = self._transcribe_ahead(
                     samples, functools.partial(parts.read_again.reread, reading=transcript), instead=transcript)
                 self._speculative = (span, again)
