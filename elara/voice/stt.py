@@ -286,12 +286,16 @@ class Transcriber:
         """log P(text | audio) of each of `texts` as this model writes them (0 for an empty one), on
         one encoding of the audio, cleaned as `transcribe` cleans it. Blocks like `transcribe`; of a
         long recording, the last 30 s."""
-        audio = self._heard(samples)[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
-        window = self.window_seconds if len(audio) <= self.window_seconds * SAMPLE_RATE else FULL_WINDOW_SECONDS
+        audio, window = self._last_window(samples)
         encoded = self._encode(audio, window)
         tokenizer = self._tokenizer(self._language_of(encoded))
         start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         return self._log_likelihoods(encoded, start, [self._tokens(text) for text in texts], audio)
+
+    def _last_window(self, samples: np.ndarray) -> tuple[np.ndarray, float]:
+        """The audio as Whisper reads it, its last 30 s at most, and the window that holds it."""
+        audio = self._heard(samples)[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
+        return audio, (self.window_seconds if len(audio) <= self.window_seconds * SAMPLE_RATE else FULL_WINDOW_SECONDS)
 
     def _tokens(self, text: str) -> list[int]:
         """Whisper's tokens for `text` as it writes it after the start (a leading space; none for
@@ -317,8 +321,7 @@ class Transcriber:
         unprompted. Blocks like `transcribe`, and cleans the audio as it does; of a long recording,
         the last 30 s are checked."""
         started = time.perf_counter()
-        audio = self._heard(samples)[-int(FULL_WINDOW_SECONDS * SAMPLE_RATE):]
-        window = self.window_seconds if len(audio) <= self.window_seconds * SAMPLE_RATE else FULL_WINDOW_SECONDS
+        audio, window = self._last_window(samples)
         heard, prompted, odds, looped = self._check_window(audio, window, phrase)
         if looped and window < FULL_WINDOW_SECONDS:  # as `transcribe` does
             heard, prompted, odds, _ = self._check_window(audio, FULL_WINDOW_SECONDS, phrase)
