@@ -150,6 +150,33 @@ def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(tran
     assert read_again(transcriber, 1, second) is not None and read_again(transcriber, 0, second) is None
 
 
+def test_the_reading_that_stands_may_be_any_words_the_beam_ended_with(transcriber):
+    """en-us+f3's "Cancel the timer.": tiny.en reads "Kental Nutaimo" and Whisper base's best
+    reading is "Console the title"; "Cancel the timer", another of the five readings base's beam
+    ended with, is the one both models find likeliest, so it stands."""
+    from elara.voice.engines import load_second_check
+
+    audio = concat(silence(0.3), espeak_speech("Cancel the timer.", voice="en-us+f3", speed=180), silence(0.08))
+    keys = {"cancel", "timer"}
+    first = transcriber.transcribe(audio)
+    again = read_again(transcriber, 5, load_second_check(load_settings(env={})))
+    assert again is not None
+    hearing = again.again.hear(audio, [first.text])
+    best = hearing.readings[0]
+    assert not keys <= words(first.text) and not keys <= words(best.text), (first, best)
+    assert len(hearing.readings) == 5 and any(keys <= words(r.text) for r in hearing.readings[1:])
+    # the first reading is weighed, and readings told apart only by case and punctuation once
+    assert next(iter(hearing.log_likelihoods)) == first.text
+    assert len(hearing.log_likelihoods) == len({normalize_text(t) for t in [first.text, *(r.text for r in hearing.readings)]})
+    reread = again.reread(audio, first)
+    assert keys <= words(reread.text) and reread.text in {r.text for r in hearing.readings}
+    first_ll, best_ll, reread_ll = again.likelihoods(audio, [first.text, best.text, reread.text])
+    assert reread_ll > max(first_ll, best_ll)
+    # audio longer than the window is only transcribed, as `transcribe` would
+    long = concat(*[utterance(piper_speech("Who wrote the novel Pride and Prejudice?"))] * 4)
+    assert transcriber.hear(long, ["Stop."]).log_likelihoods == {}
+
+
 def test_noise_suppression_hears_words_the_hiss_hid(transcriber):
     """White noise at 10 dB SNR turns Piper's "…snow in Chicago…" into "…snow into cargo…" for
     tiny.en; through WebRTC noise suppression (`SpeechToText.NoiseSuppression` 2) the words come

@@ -74,6 +74,16 @@ class Weighing:
     log_odds: dict[str, float]
 
 
+@dataclass(frozen=True)
+class Hearing:
+    """Every reading a model's beam ended with, its best first, and log P(text | audio) of the
+    texts it was asked about and of its readings with other words: none when the audio was only
+    transcribed (longer than the window, or its reading looped)."""
+
+    readings: tuple[Transcript, ...]
+    log_likelihoods: dict[str, float]
+
+
 class Transcriber:
     """A loaded Whisper model. `transcribe` blocks (the daemon runs it in a worker thread)."""
 
@@ -203,18 +213,23 @@ class Transcriber:
         return text, no_speech, logprob
 
     def _decode_window(self, audio: np.ndarray, window: float) -> tuple[str, float, float, bool]:
-        return self._decode_encoded(self._encode(audio, window), audio)
+        return self._decode_encoded(self._encode(audio, window), audio)[0]
 
-    def _decode_encoded(self, encoded, audio: np.ndarray) -> tuple[str, float, float, bool]:
+    def _decode_encoded(self, encoded, audio: np.ndarray, hypotheses: int = 1) -> list[tuple[str, float, float, bool]]:
+        """The beam's best `hypotheses` readings, the best first: (text, no_speech_prob,
+        avg_logprob, whether it looped)."""
         tokenizer = self._tokenizer(self._language_of(encoded))
         previous = [tokenizer.sot_prev, *self._prompt_tokens] if self._prompt_tokens else []
-        result = self._generate(encoded, [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps], audio)
-        tokens = result.sequences_ids[0]  # the new tokens only, after the whole prompt
-        # CTranslate2 returns the length-normalised score; recover faster-whisper's avg_logprob.
-        logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
-        text = tokenizer.decode(tokens).strip()
-        looped = self._looped(len(previous) + len(tokenizer.sot_sequence) + 1, tokens, text, audio)
-        return text, float(result.no_speech_prob), float(logprob), looped
+        prompt = [*previous, *tokenizer.sot_sequence, tokenizer.no_timestamps]
+        result = self._generate(encoded, prompt, audio, hypotheses)
+        readings = []
+        for tokens, score in zip(result.sequences_ids, result.scores, strict=True):  # the new tokens only
+            # CTranslate2 returns the length-normalised score; recover faster-whisper's avg_logprob.
+            logprob = score * len(tokens) / (len(tokens) + 1)
+            text = tokenizer.decode(tokens).strip()
+            readings.append((text, float(result.no_speech_prob), float(logprob),
+                             self._looped(len(prompt), tokens, text, audio)))
+        return readings
 
     def _encode(self, audio: np.ndarray, window: float):
         """Whisper's encoding of `audio` in a `window`-second input."""
@@ -242,11 +257,12 @@ class Transcriber:
         return prompt_length + len(tokens) >= self._max_length(prompt_length, audio) or \
             compression_ratio(text) > _REPETITIVE_RATIO
 
-    def _generate(self, encoded, prompt: list[int], audio: np.ndarray):
+    def _generate(self, encoded, prompt: list[int], audio: np.ndarray, hypotheses: int = 1):
         return self._model.model.generate(
             encoded,
             [prompt],
             beam_size=self.beam_size,
+            num_hypotheses=max(1, min(hypotheses, self.beam_size)),
             length_penalty=1.0,
             max_length=self._max_length(len(prompt), audio),
             return_scores=True,
@@ -266,7 +282,7 @@ class Transcriber:
         if len(audio) > self.window_seconds * SAMPLE_RATE:
             return Weighing(self.transcribe(samples), {})
         encoded = self._encode(audio, self.window_seconds)
-        text, no_speech, logprob, looped = self._decode_encoded(encoded, audio)
+        text, no_speech, logprob, looped = self._decode_encoded(encoded, audio)[0]
         odds: dict[str, float] = {}
         if looped:  # a looping reading is no yardstick: read again as `transcribe` does
             if no_speech < self.no_speech_threshold:
@@ -281,6 +297,32 @@ class Transcriber:
         transcript = Transcript(text, float(no_speech), float(logprob), len(audio) / SAMPLE_RATE,
                                 time.perf_counter() - started)
         return Weighing(transcript, odds)
+
+    def hear(self, samples: np.ndarray, texts: Sequence[str]) -> Hearing:
+        """`transcribe`, keeping every reading the beam ended with, and log P(text | audio) of
+        `texts` and of those readings, all on one encoding (`likelihoods`). A reading with the same
+        words as a text before it, told apart only by case and punctuation, is not weighed again.
+        Blocks like `transcribe`; audio longer than the window, or a reading that loops, is only
+        transcribed."""
+        started = time.perf_counter()
+        audio = self._heard(samples)
+        if len(audio) > self.window_seconds * SAMPLE_RATE:
+            return Hearing((self.transcribe(samples),), {})
+        encoded = self._encode(audio, self.window_seconds)
+        decoded = self._decode_encoded(encoded, audio, hypotheses=self.beam_size)
+        if decoded[0][3]:
+            return Hearing((self.transcribe(samples),), {})
+        weighed: dict[str, str] = {}  # the words alone → the text weighed for them
+        for text in [*texts, *(text for text, *_ in decoded)]:
+            if text.strip():
+                weighed.setdefault(normalize_text(text), text)
+        tokenizer = self._tokenizer(self._language_of(encoded))
+        start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        scores = self._log_likelihoods(encoded, start, [self._tokens(text) for text in weighed.values()], audio)
+        seconds, spent = len(audio) / SAMPLE_RATE, time.perf_counter() - started
+        readings = tuple(Transcript(text, no_speech, logprob, seconds, spent)
+                         for text, no_speech, logprob, _ in decoded)
+        return Hearing(readings, dict(zip(weighed.values(), scores, strict=True)))
 
     def likelihoods(self, samples: np.ndarray, texts: Sequence[str]) -> list[float]:
         """log P(text | audio) of each of `texts` as this model writes them (0 for an empty one), on
@@ -347,32 +389,33 @@ class Transcriber:
 @dataclass(frozen=True, eq=False)
 class SecondReading:
     """Reads doubtful words again with `again` (Whisper base, or the first model with a wider
-    beam) and keeps the reading, the first or its own, that both models find likelier: the sum of
-    log P(reading | audio) under `first` and under `again`. Of bench_stt's 528 questions this heard
-    77.8 % of key words where keeping the reading its own model was surer of heard 77.1 %.
-    `reread` blocks like `Transcriber.transcribe`."""
+    beam) and keeps the reading — the first, or any other words its beam ended with — that both
+    models find likeliest: the sum of log P(reading | audio) under `first` and under `again`. Of
+    bench_stt's 528 questions this heard 78.6 % of key words, where weighing the first reading
+    against the beam's best alone heard 77.8 %. `reread` blocks like `Transcriber.transcribe`."""
 
     first: Transcriber
     again: Transcriber
 
     def reread(self, samples: np.ndarray, reading: Transcript) -> Transcript:
-        """The reading that stands: `reading` itself, or the new one. `again` weighs the first
-        reading on the encoding it reads from; `first` encodes the audio once more (tiny.en's
-        encoder is the cheap one)."""
-        weighing = self.again.weigh(samples, [reading.text] if reading.text else [],
-                                    settled=lambda text: not text or text == reading.text)
-        second = weighing.transcript
+        """The reading that stands: `reading` itself, or one of the new ones. `again` weighs them
+        all on the encoding it reads from; `first` encodes the audio once more (tiny.en's encoder
+        is the cheap one)."""
+        hearing = self.again.hear(samples, [reading.text] if reading.text else [])
+        second = hearing.readings[0]
         if not second.text or not reading.text or second.text == reading.text:
             return second  # nothing to weigh: the same words, or none (the loop's phantom test)
-        if reading.text in weighing.log_odds:
-            first_ll, second_ll = weighing.log_odds[reading.text], 0.0  # against its own reading
+        if hearing.log_likelihoods:
+            texts = list(hearing.log_likelihoods)
+            scores = [hearing.log_likelihoods[text] for text in texts]
             if self.again._model is not self.first._model:
-                first_more, second_more = self.first.likelihoods(samples, [reading.text, second.text])
-                first_ll, second_ll = first_ll + first_more, second_ll + second_more
-        else:  # longer than the window: `weigh` only transcribed it
-            first_ll, second_ll = self.likelihoods(samples, [reading.text, second.text])
-        log.debug("read again: log likelihood %.2f against %.2f for the first reading", second_ll, first_ll)
-        return second if second_ll >= first_ll else reading
+                scores = [a + b for a, b in zip(scores, self.first.likelihoods(samples, texts), strict=True)]
+        else:  # longer than the window, or looping: `hear` only transcribed it
+            texts = [reading.text, second.text]
+            scores = self.likelihoods(samples, texts)
+        log.debug("read again: log likelihoods %s", ", ".join(f"{score:.2f}" for score in scores))
+        best = texts[max(range(len(texts)), key=scores.__getitem__)]
+        return next((r for r in hearing.readings if r.text == best), reading)
 
     def likelihoods(self, samples: np.ndarray, texts: Sequence[str]) -> list[float]:
         """log P(text | audio) of each of `texts` under both models, summed (under one, when
