@@ -284,7 +284,7 @@ def check_listening(settings: Settings) -> Check:
     again = read_again(transcriber, stt.read_again_beam_size, by_second)
     reader = f"by Whisper {wake.confirm_second_model} " if again is not None and by_second is not None else ""
     detail += (f"Whisper {stt.model}, language {transcriber.language}, beam {transcriber.beam_size}"
-               + (f" (doubtful words read again {reader}with beam {again.again.beam_size}, the likelier reading kept)"
+               + (f" (doubtful words read again {reader}with beam {again.again.beam_size}, the likeliest reading kept)"
                   if again is not None else "")
                + (f", WebRTC noise suppression {settings.speech_to_text.noise_suppression}"
                   if transcriber.clean is not None else "")

@@ -249,10 +249,10 @@ def stop_reader(transcriber: SpeechToText, wake_names: Sequence[str]) -> StopRea
 def read_again(transcriber: SpeechToText, beam_size: int, second: Transcriber | None = None) -> SecondReading | None:
     """What reads doubtful words again with `beam_size`: `second`, another Whisper model, in the
     first one's language and through its cleaning, or else the local Whisper with the wider beam;
-    the reading both models find likelier stands. None: no second reading — none asked for, the
-    same model no wider than the first, or the words are read by a remote engine. Of bench_stt's
-    528 questions, base read again the unsure ones to 77.8 % of key words where tiny.en at beam 5
-    read them to 74.8 % (`scripts/bench_stt.py`)."""
+    of the first reading and those its beam ended with, the one both models find likeliest stands.
+    None: no second reading — none asked for, the same model no wider than the first, or the words
+    are read by a remote engine. Of bench_stt's 528 questions, base read again the unsure ones to
+    78.6 % of key words where tiny.en at beam 5 read them to 74.8 % (`scripts/bench_stt.py`)."""
     if not isinstance(transcriber, Transcriber) or beam_size <= 0:
         return None
     if second is not None:

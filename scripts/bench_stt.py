@@ -21,8 +21,8 @@ last words. Each tiny.en beam 1 reading (tiny1, or tiny1n2: after WebRTC noise s
 if the doubtful ones (or the loop's rule, `turn.read_again_wanted`) had been read again by each
 other configuration with the same noise suppression (or, after a first reading without it, any),
 the second reading taken, the one its own model was surer of kept (the rule before), or (as the loop
-does, `stt.SecondReading`) the one both models find likelier kept. Markdown report
-on stdout, progress on stderr.
+does, `stt.SecondReading`) the one both models find likeliest of the first and every reading the
+second's beam ended with kept. Markdown report on stdout, progress on stderr.
 
     .venv/bin/python scripts/bench_stt.py [--quick] [--configs tiny1,base1,...] [--cache DIR] [--cross]
     .venv/bin/python scripts/bench_stt.py --configs tiny1,tiny5,tiny1n2,tiny5n2 --no-tail  # ≈6 min
@@ -544,7 +544,8 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
     configuration with the same noise suppression or, after a first reading without, any (its seconds added):
     every doubtful reading, or the loop's rule (`turn.read_again_wanted`: doubtful and Whisper unsure), the
     second reading taken, or the one its own model was surer of (the rule before), or (with `models`, as the
-    loop does now: `stt.SecondReading`, read again and timed as the loop reads) the one both models find likelier."""
+    loop does now: `stt.SecondReading`, read again and timed as the loop reads) the one both models find
+    likeliest of the first and every reading the second's beam ended with."""
     from elara.voice.stt import SecondReading, Transcript
 
     def mine(i: int) -> Score:
@@ -566,7 +567,7 @@ def read_again_rows(first: Config, configs: Sequence[Config], clips: Sequence[Cl
         for name, which, rule in (("every doubtful reading", doubtful, "taken"),
                                   ("the unsure ones (the loop's rule)", unsure, "taken"),
                                   ("the unsure ones, keeping the surer reading,", unsure, "surer"),
-                                  ("the unsure ones, keeping the likelier reading,", unsure, "likelier")):
+                                  ("the unsure ones, keeping the likeliest reading,", unsure, "likelier")):
             if rule == "likelier" and (models is None or not isinstance(models.get(again.key), type(models[first.key]))):
                 continue
             tally = Tally()
@@ -707,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     if firsts and len(configs) > 1:
         out += ["### Read again where the end-of-turn judgment doubts the first reading", "",
                 "Judged as the loop judges a pause; a reading read again is scored by its second "
-                "reading (or the surer or likelier of the two, where the row says so), with both readings' seconds.", "",
+                "reading (or the surer of the two, or the likeliest of all, where the row says so), with both readings' seconds.", "",
                 *table([row for first in firsts for row in read_again_rows(first, configs, clips, readings, models)]), ""]
     misses = [(i, clip) for i, clip in enumerate(clips)
               if (s := score(clip.text, readings[(best.key, i)][0], 0)).keys_right < s.keys]

@@ -123,7 +123,7 @@ def test_everything_passes_but_the_default_key(sound_card, ollama_server, env, m
     assert ("Whisper checks scores from 0.005 (beam 5), those from 0.7 too, Whisper base reading again "
             "what it turns down;") in listening
     assert "no verifier" in listening and "elara wake enroll" in listening and "Whisper tiny.en" in listening
-    assert "beam 1 (doubtful words read again by Whisper base with beam 5, the likelier reading kept);" in listening
+    assert "beam 1 (doubtful words read again by Whisper base with beam 5, the likeliest reading kept);" in listening
     # (no noise suppression by default)
     assert "test-model" in found[doctor.LANGUAGE_MODEL].detail
     assert "no history yet" in found[doctor.HISTORY].detail

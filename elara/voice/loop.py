@@ -134,7 +134,7 @@ class VoiceParts:
     go_on_ms: int = 0  # after the end of speech, the person may go on this long: the same turn
     min_speech_ms: int = 200  # speech that counts as going on (as it counts as an onset)
     #: reads again the words the end-of-turn judgment doubts (Whisper base, or a wider beam) and
-    #: keeps the likelier reading; None: the first reading stands
+    #: keeps the likeliest reading; None: the first reading stands
     read_again: ReadAgain | None = None
     #: reads what may be "stop" over her voice or a ringing timer; None: the transcriber
     stop_reader: SpeechToText | None = None
