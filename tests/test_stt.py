@@ -319,4 +319,3 @@ def test_a_directory_without_a_model_is_a_config_error(tmp_path):
     with pytest.raises(ModelNotFoundError, match="SpeechToText.Model"):
         Transcriber(tmp_path)
     assert resolve_whisper("tiny.en").path.is_dir()
-

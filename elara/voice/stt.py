@@ -206,7 +206,13 @@ class Transcriber:
 
     def _decode(self, audio: np.ndarray, window: float) -> tuple[str, float, float]:
         """One window: (text, no_speech_prob, avg_logprob); retries a looping short window at 30 s."""
-        text, no_speech, logprob, looped = self._decode_window(audio, window)
+        return self._past_a_loop(audio, window, self._decode_window(audio, window))
+
+    def _past_a_loop(self, audio: np.ndarray, window: float,
+                     reading: tuple[str, float, float, bool]) -> tuple[str, float, float]:
+        """A reading's (text, no_speech_prob, avg_logprob); one that looped in a short window is
+        read again at 30 s, unless the window holds no speech."""
+        text, no_speech, logprob, looped = reading
         if looped and window < FULL_WINDOW_SECONDS and no_speech < self.no_speech_threshold:
             log.debug("short window looped (%r); decoding again with %.0f s", text[:40], FULL_WINDOW_SECONDS)
             text, no_speech, logprob, _ = self._decode_window(audio, FULL_WINDOW_SECONDS)
@@ -282,12 +288,10 @@ class Transcriber:
         if len(audio) > self.window_seconds * SAMPLE_RATE:
             return Weighing(self.transcribe(samples), {})
         encoded = self._encode(audio, self.window_seconds)
-        text, no_speech, logprob, looped = self._decode_encoded(encoded, audio)[0]
+        reading = self._decode_encoded(encoded, audio)[0]
+        text, no_speech, logprob = self._past_a_loop(audio, self.window_seconds, reading)
         odds: dict[str, float] = {}
-        if looped:  # a looping reading is no yardstick: read again as `transcribe` does
-            if no_speech < self.no_speech_threshold:
-                text, no_speech, logprob, _ = self._decode_window(audio, FULL_WINDOW_SECONDS)
-        elif phrases and not settled(text):
+        if not reading[3] and phrases and not settled(text):  # a looping reading is no yardstick
             tokenizer = self._tokenizer(self._language_of(encoded))
             start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
             # Its reading as the phrases are scored: the words alone, without the initial prompt.
@@ -310,8 +314,10 @@ class Transcriber:
             return Hearing((self.transcribe(samples),), {})
         encoded = self._encode(audio, self.window_seconds)
         decoded = self._decode_encoded(encoded, audio, hypotheses=self.beam_size)
-        if decoded[0][3]:
-            return Hearing((self.transcribe(samples),), {})
+        if decoded[0][3]:  # read again as `transcribe` does, on the audio already cleaned
+            text, no_speech, logprob = self._past_a_loop(audio, self.window_seconds, decoded[0])
+            return Hearing((Transcript(text, no_speech, logprob, len(audio) / SAMPLE_RATE,
+                                       time.perf_counter() - started),), {})
         weighed: dict[str, str] = {}  # the words alone → the text weighed for them
         for text in [*texts, *(text for text, *_ in decoded)]:
             if text.strip():
