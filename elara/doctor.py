@@ -267,6 +267,7 @@ def check_listening(settings: Settings) -> Check:
         return failed(LISTENING, str(exc), "fix the WakeWord or SpeechToText setting the message names "
                       "(`elara config check`), or enroll again with `elara wake enroll`")
     gate = f", Silero gate {wake.vad_threshold:g}" if wake.vad_threshold > 0 else ""
+    gate += ", pauses inside speech shortened" if detector.shortens_pauses else ""
     detail = (f"{', '.join(detector.names)} at threshold {wake.threshold:g} × {wake.trigger_level} "
               f"frame{'s' if wake.trigger_level > 1 else ''}{gate}; ")
     if detector.verified:

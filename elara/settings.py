@@ -190,6 +190,8 @@ class WakeWordSettings:
     confirm_second_model: str | None = setting("ConfirmSecondModel")
     # per-user verifiers (`elara wake enroll`); relative paths are under the config directory
     verifiers: tuple[str, ...] = setting("Verifiers")
+    # a second copy of the models hears pauses inside speech cut short (off with VadThreshold 0)
+    shorten_pauses: bool = setting("ShortenPauses")
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,7 @@ def test_everything_passes_but_the_default_key(sound_card, ollama_server, env, m
     assert "loads in" in found["speech to text tiny.en"].detail
     listening = found[doctor.LISTENING].detail
     assert "hey_jarvis at threshold" in listening and "Silero gate" in listening
+    assert "pauses inside speech shortened" in listening
     assert ("Whisper checks scores from 0.005 (beam 5), those from 0.7 too, Whisper base reading again "
             "what it turns down;") in listening
     assert "no verifier" in listening and "elara wake enroll" in listening and "Whisper tiny.en" in listening

@@ -38,6 +38,14 @@ def test_load_wake_is_tuned_by_the_settings(tmp_path):
     detector = load_wake(settings)
     assert detector.names == ["hey_jarvis"]
     assert (detector.threshold, detector.trigger_level, detector.refractory_seconds) == (0.7, 2, 1.5)
+    assert detector.shortens_pauses  # as shipped
+
+
+def test_without_the_vad_gate_no_pause_is_shortened(tmp_path):
+    # The gate is what hears the pauses: a config that turns it off loads, with nothing to shorten.
+    settings = load_settings(env={"XDG_CONFIG_HOME": str(tmp_path), "ELARA__WakeWord__VadThreshold": "0"})
+    assert settings.wake_word.shorten_pauses
+    assert not load_wake(settings).shortens_pauses
 
 
 def test_a_piper_voice_without_its_config_is_not_found():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from voice_clips import concat, frames, piper_speech, silence, with_noise
+from voice_clips import concat, espeak_speech, espeak_ssml, frames, piper_speech, silence, with_noise
 
 from elara.voice.wake import WakeWordDetector
 
@@ -40,3 +41,49 @@ def test_odd_frame_lengths_pass_through_webrtc_whole(hey_jarvis_path):
 def test_out_of_range_options_are_refused(hey_jarvis_path, options):
     with pytest.raises(ValueError, match=next(iter(options))):
         WakeWordDetector([hey_jarvis_path], **options)
+
+
+def paused_phrase(pause_ms: int) -> np.ndarray:
+    """espeak-ng en-gb saying "Hey … Jarvis" with a pause after "Hey", in silence."""
+    return concat(silence(1.0), espeak_ssml(f'<speak>Hey <break time="{pause_ms}ms"/> Jarvis</speak>',
+                                            voice="en-gb", speed=160), silence(1.5))
+
+
+def best_score(detector: WakeWordDetector, clip: np.ndarray) -> tuple[float, int]:
+    """The highest hey_jarvis score over a clip fed from a fresh state, and how many wakes came."""
+    detector.reset()
+    best, wakes = 0.0, 0
+    for frame in frames(clip):
+        wakes += detector.process(frame) is not None
+        best = max(best, detector.last_scores.get("hey_jarvis", 0.0))
+    return best, wakes
+
+
+def test_with_pauses_shortened_hey_pause_jarvis_scores_as_the_phrase(hey_jarvis_path):
+    plain = WakeWordDetector([hey_jarvis_path], vad_threshold=0.5, threshold=0.7)
+    shortened = WakeWordDetector([hey_jarvis_path], vad_threshold=0.5, threshold=0.7, shorten_pauses=True)
+    clip = paused_phrase(500)
+    assert best_score(plain, clip) < (0.5, 1)  # the model alone barely hears it …
+    assert best_score(shortened, clip) >= (0.7, 1)  # … its copy, fed the speech alone, is sure
+    for _ in range(2):  # reset() forgets a pause half heard
+        assert best_score(shortened, clip)[1] == 1
+
+
+def test_a_pause_longer_than_a_second_and_her_voice_are_left_to_the_model(hey_jarvis_path):
+    plain = WakeWordDetector([hey_jarvis_path], vad_threshold=0.5, threshold=0.7)
+    shortened = WakeWordDetector([hey_jarvis_path], vad_threshold=0.5, threshold=0.7, shorten_pauses=True)
+    # "Hey", 1.5 s, "Jarvis" are two things said, not a phrase with a pause in it.
+    assert best_score(shortened, paused_phrase(1500)) == best_score(plain, paused_phrase(1500))
+    # While she speaks, what is left of her voice counts as speech, so only the model's score counts.
+    shortened.over_her = True
+    assert best_score(shortened, paused_phrase(500)) == best_score(plain, paused_phrase(500))
+    # Speech without the phrase scores no higher than it would.
+    talk = concat(silence(1.0), espeak_speech("Hey, are you coming to dinner or not? The dog needs a walk."),
+                  silence(1.0))
+    shortened.over_her = False
+    assert best_score(shortened, talk)[0] < 0.01
+
+
+def test_shortened_pauses_need_the_vad_gate(hey_jarvis_path):
+    with pytest.raises(ValueError, match="vad_threshold"):
+        WakeWordDetector([hey_jarvis_path], shorten_pauses=True)

@@ -59,7 +59,9 @@ def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None 
     return WakeWordDetector(paths, threshold=wake.threshold, trigger_level=wake.trigger_level,
                             refractory_seconds=wake.refractory_seconds, vad_threshold=wake.vad_threshold,
                             verifiers=verifiers, confirm_from=wake.confirm_from,
-                            confirm_confident=wake.confirm_confident)
+                            confirm_confident=wake.confirm_confident,
+                            # the gate is what hears the pauses: without it there are none to shorten
+                            shorten_pauses=wake.shorten_pauses and wake.vad_threshold > 0)
 
 
 def verifier_paths(wake: WakeWordSettings) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import dataclasses
 import difflib
 import io
@@ -39,6 +40,15 @@ RECHECK_RISE = 2.0
 #: ≈0.8 s of CPU while Piper speaks. `scripts/bench_echo.py --live` measured her self-talk the
 #: same with `confirm_from` 0.001 and this floor as with 0.005.
 OVER_HER_CONFIRM_FROM = 0.005
+#: With `shorten_pauses`: the longest silence inside speech that the second copy of the models
+#: hears as one frame (0.96 s), and the last frames (this one among them) in which the VAD gate
+#: must have heard speech for its score to count (0.56 s, as far back as the first copy's gate).
+SHORTENED_PAUSE_FRAMES = 12
+SHORTENED_GATE_FRAMES = 7
+#: After this much silence (2 s, more than the models' 1.28 s window and the 0.76 s each of its
+#: frames is made from) the second copy has forgotten the speech before and hears nothing more
+#: until speech comes again.
+SHORTENED_FORGET_FRAMES = 25
 #: How alike a heard word must be to the wake phrase's name ("Jervis", "Jarvis," → "jarvis").
 WAKE_WORD_SIMILARITY = 0.7
 
@@ -166,6 +176,12 @@ class WakeWordDetector:
     Silero VAD gate, which zeroes the scores unless speech was heard 0.4–0.56 s earlier
     (`vad_threshold`, on in the shipped settings). scripts/bench_wake.py measured the other two
     gaining nothing, so the settings don't offer them.
+
+    With `shorten_pauses` (needs the VAD gate), a second copy of the models hears each silence
+    inside speech (up to SHORTENED_PAUSE_FRAMES) as its first frame alone: "Hey … Jarvis" said
+    with a pause reaches it as the phrase the models were trained on. The higher of the two
+    copies' scores counts, except while she speaks: what cancelling leaves of her voice is speech
+    too, so then only the first copy's does.
     """
 
     def __init__(
@@ -182,6 +198,7 @@ class WakeWordDetector:
         verifiers: Sequence[WakeVerifier] = (),
         confirm_from: float = 0.0,
         confirm_confident: bool = False,
+        shorten_pauses: bool = False,
     ) -> None:
         paths = [Path(p) for p in model_paths]
         if not paths:
@@ -200,31 +217,38 @@ class WakeWordDetector:
             raise ValueError("webrtc_noise_suppression must be 0 (off) to 4")
         if not 0.0 <= vad_threshold < 1.0:
             raise ValueError("vad_threshold must be 0 (off) or below 1")
+        if shorten_pauses and vad_threshold <= 0:
+            raise ValueError("shorten_pauses needs the VAD gate (vad_threshold above 0) to hear the pauses")
         self._webrtc = (WebRtcCleaner(auto_gain_dbfs=auto_gain_dbfs, noise_suppression=webrtc_noise_suppression)
                         if auto_gain_dbfs or webrtc_noise_suppression else None)
 
         import openwakeword
         from openwakeword.model import Model
 
-        # openWakeWord prints its pretrained model list on stdout when a Model is built.
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                self._model = Model(
-                    wakeword_models=[str(p) for p in paths],
-                    inference_framework="onnx",
-                    enable_speex_noise_suppression=speex_noise_suppression,
-                    vad_threshold=float(vad_threshold),
-                )
-        except Exception as exc:  # a damaged or foreign .onnx file
-            raise ModelLoadError(
-                f"{WAKE_WORD_KEY}: {', '.join(map(str, paths))} does not load: {type(exc).__name__}: {exc}"
-            ) from exc
-        # Multi-class models (the built-in "timer") name their classes ("5_minute_timer"), but
-        # openWakeWord only finds the names when the file is called exactly "timer".
-        for key in self._model.class_mapping:
-            known = openwakeword.model_class_mappings.get(friendly_wake_name(key))
-            if known and self._model.model_outputs[key] > 1:
-                self._model.class_mapping[key] = dict(known)
+        def load(**options: Any) -> Model:
+            # openWakeWord prints its pretrained model list on stdout when a Model is built.
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    model = Model(wakeword_models=[str(p) for p in paths], inference_framework="onnx", **options)
+            except Exception as exc:  # a damaged or foreign .onnx file
+                raise ModelLoadError(
+                    f"{WAKE_WORD_KEY}: {', '.join(map(str, paths))} does not load: {type(exc).__name__}: {exc}"
+                ) from exc
+            # Multi-class models (the built-in "timer") name their classes ("5_minute_timer"), but
+            # openWakeWord only finds the names when the file is called exactly "timer".
+            for key in model.class_mapping:
+                known = openwakeword.model_class_mappings.get(friendly_wake_name(key))
+                if known and model.model_outputs[key] > 1:
+                    model.class_mapping[key] = dict(known)
+            return model
+
+        self._model = load(enable_speex_noise_suppression=speex_noise_suppression, vad_threshold=float(vad_threshold))
+        #: The second copy of the models, fed the speech alone (`shorten_pauses`), and how many
+        #: frames in a row the gate has heard no speech.
+        self._shortened = load() if shorten_pauses else None
+        self._initial_shortened = None if self._shortened is None else self._shortened.preprocessor.feature_buffer.copy()
+        self._silent_frames = 0
+        self._before_pause: _ModelState | None = None
         # openWakeWord keys a score by the file's stem ("hey_jarvis_v0.1"), or by the class
         # label for a multi-class model. Detections use friendly names ("hey_jarvis").
         self._names: dict[str, str] = {}
@@ -288,6 +312,11 @@ class WakeWordDetector:
         return self._confirmer
 
     @property
+    def shortens_pauses(self) -> bool:
+        """Whether a second copy of the models hears pauses inside speech cut short."""
+        return self._shortened is not None
+
+    @property
     def verified(self) -> list[str]:
         """The wake words a per-user verifier checks."""
         return list(self._verifiers)
@@ -320,11 +349,14 @@ class WakeWordDetector:
             samples = samples.astype(np.int16)
         samples = samples.reshape(-1)
         self._history.append(samples)
-        scores = self._named(self._model.predict(self._front_end(samples)))
-        for name, (inputs, verifier) in self._verifiers.items():
-            # The verifier decides for the frames the model already half believes in.
-            if scores.get(name, 0.0) >= VERIFY_FROM:
-                scores[name] = verifier.probability(self._model.preprocessor.get_features(inputs))
+        heard = self._front_end(samples)
+        scores = self._verified(self._model, self._model.predict(heard))
+        if self._shortened is not None:
+            shortened = self._shorter_pause(heard)
+            gate = list(self._model.vad.prediction_buffer)[-SHORTENED_GATE_FRAMES:]
+            if not self.over_her and max(gate, default=0.0) >= self._model.vad_threshold:
+                for name, score in shortened.items():
+                    scores[name] = max(scores.get(name, 0.0), score)
         detection: WakeDetection | None = None
         if frame.captured_at >= self._quiet_until:
             best: tuple[float, str] | None = None
@@ -385,6 +417,36 @@ class WakeWordDetector:
         log.info("%s confirmed by the transcript (%s score %.2f)", c.name, kind, c.score)
         return WakeDetection(name=c.name, score=c.score, at=c.at)
 
+    def _shorter_pause(self, heard: np.ndarray) -> dict[str, float]:
+        """The second copy's scores for this frame (`shorten_pauses`). It hears every frame, so
+        a phrase followed by silence scores as it does in the first; but when speech resumes
+        within SHORTENED_PAUSE_FRAMES of silence, the copy is put back to where that silence's
+        first frame left it, as if the rest had not been."""
+        assert self._shortened is not None
+        speech = self._model.vad.prediction_buffer[-1] >= self._model.vad_threshold
+        if speech:
+            if self._before_pause is not None:
+                _restore(self._shortened, self._before_pause)
+            self._before_pause, self._silent_frames = None, 0
+        else:
+            self._silent_frames += 1
+            if self._silent_frames == 2:
+                self._before_pause = _saved(self._shortened)
+            elif self._silent_frames > SHORTENED_PAUSE_FRAMES:
+                self._before_pause = None  # a pause that long is one
+            if self._silent_frames > SHORTENED_FORGET_FRAMES:
+                return {}  # it has heard enough silence to forget the speech before; spare the CPU
+        return self._verified(self._shortened, self._shortened.predict(heard))
+
+    def _verified(self, model: Any, raw: dict[str, Any]) -> dict[str, float]:
+        """`model`'s scores by friendly name, the verified wake words' rescored by their verifier."""
+        scores = self._named(raw)
+        for name, (inputs, verifier) in self._verifiers.items():
+            # The verifier decides for the frames the model already half believes in.
+            if scores.get(name, 0.0) >= VERIFY_FROM:
+                scores[name] = verifier.probability(model.preprocessor.get_features(inputs))
+        return scores
+
     def _named(self, raw: dict[str, Any]) -> dict[str, float]:
         """openWakeWord's scores keyed by friendly wake-word name."""
         return {self._names.get(k, k): float(v) for k, v in raw.items()}
@@ -403,16 +465,10 @@ class WakeWordDetector:
 
     def reset(self) -> None:
         """Forget all audio and scores (between activations); also ends a refractory period."""
-        self._model.reset()
-        features = self._model.preprocessor
-        if hasattr(features, "reset"):  # openWakeWord ≥ 0.6
-            features.reset()
-        else:
-            features.raw_data_buffer.clear()
-            features.melspectrogram_buffer = np.ones((76, 32))
-            features.accumulated_samples = 0
-            features.raw_data_remainder = np.empty(0)
-            features.feature_buffer = self._initial_features.copy()
+        _reset_model(self._model, self._initial_features)
+        if self._shortened is not None and self._initial_shortened is not None:
+            _reset_model(self._shortened, self._initial_shortened)
+        self._silent_frames, self._before_pause = 0, None
         # The front ends keep state too (noise estimates, gain, the VAD's recurrent state).
         if self._model.speex_ns is not None:
             from speexdsp_ns import NoiseSuppression  # type: ignore[import-untyped]
@@ -430,3 +486,38 @@ class WakeWordDetector:
         self._declined = None
         self._quiet_until = float("-inf")
         self.last_scores = {}
+
+
+def _reset_model(model: Any, initial_features: np.ndarray) -> None:
+    """Forget an openWakeWord model's audio, features and scores."""
+    model.reset()
+    features = model.preprocessor
+    if hasattr(features, "reset"):  # openWakeWord ≥ 0.6
+        features.reset()
+    else:
+        features.raw_data_buffer.clear()
+        features.melspectrogram_buffer = np.ones((76, 32))
+        features.accumulated_samples = 0
+        features.raw_data_remainder = np.empty(0)
+        features.feature_buffer = initial_features.copy()
+
+
+#: What an openWakeWord model keeps between frames: its features' buffers and its scores.
+_FEATURE_STATE = ("raw_data_buffer", "melspectrogram_buffer", "accumulated_samples", "raw_data_remainder",
+                  "feature_buffer")
+_ModelState = tuple[dict[str, Any], dict[str, Any]]
+
+
+def _saved(model: Any) -> _ModelState:
+    """A copy of what `model` keeps between frames."""
+    features = model.preprocessor
+    return ({name: copy.copy(getattr(features, name)) for name in _FEATURE_STATE},
+            {name: copy.copy(scores) for name, scores in model.prediction_buffer.items()})
+
+
+def _restore(model: Any, state: _ModelState) -> None:
+    """Put `model` back to a `_saved` state."""
+    features, scores = state
+    for name, value in features.items():
+        setattr(model.preprocessor, name, copy.copy(value))
+    model.prediction_buffer.update({name: copy.copy(kept) for name, kept in scores.items()})
