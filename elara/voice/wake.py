@@ -516,8 +516,8 @@ def _saved(model: Any) -> _ModelState:
 
 
 def _restore(model: Any, state: _ModelState) -> None:
-    """Put `model` back to a `_saved` state."""
+    """Put `model` back to a `_saved` state, which it then owns (a state is restored once)."""
     features, scores = state
     for name, value in features.items():
-        setattr(model.preprocessor, name, copy.copy(value))
-    model.prediction_buffer.update({name: copy.copy(kept) for name, kept in scores.items()})
+        setattr(model.preprocessor, name, value)
+    model.prediction_buffer.update(scores)
