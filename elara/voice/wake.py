@@ -243,8 +243,8 @@ class WakeWordDetector:
             return model
 
         self._model = load(enable_speex_noise_suppression=speex_noise_suppression, vad_threshold=float(vad_threshold))
-        #: The second copy of the models, fed the speech alone (`shorten_pauses`), and how many
-        #: frames in a row the gate has heard no speech.
+        #: The second copy of the models (`shorten_pauses`), how many frames in a row the gate has
+        #: heard no speech, and the copy as the current silence's first frame left it.
         self._shortened = load() if shorten_pauses else None
         self._initial_shortened = None if self._shortened is None else self._shortened.preprocessor.feature_buffer.copy()
         self._silent_frames = 0
