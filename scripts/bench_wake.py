@@ -11,7 +11,7 @@ threshold / trigger-level pair is then decided offline from those traces, the wa
 decides live (≥ threshold for `trigger level` frames in a row, then a 2 s refractory period).
 Prints a markdown report on stdout and progress on stderr.
 
-    .venv/bin/python scripts/bench_wake.py [--cache DIR] [--variants today,speex,vad,webrtc]
+    .venv/bin/python scripts/bench_wake.py [--cache DIR] [--variants today,speex,vad,webrtc,shipped]
     .venv/bin/python scripts/bench_wake.py --generate-only      # build and cache the audio, nothing else
     # two variants per process on two cores, then one report from the cached traces:
     .venv/bin/python scripts/bench_wake.py --variants today,speex & \
@@ -56,6 +56,7 @@ from voice_clips import (  # noqa: E402
 )
 
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
+from elara.config import load_settings  # noqa: E402
 from elara.voice.models import resolve_wake_word  # noqa: E402
 from elara.voice.wake import WakeWordDetector  # noqa: E402
 
@@ -100,6 +101,8 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "vad": ("(c) openWakeWord Silero VAD gate 0.5", {"vad_threshold": 0.5}),
     # wyoming-satellite's tutorial settings (--mic-auto-gain 5 --mic-noise-suppression 2; both default 0).
     "webrtc": ("(d) WebRTC gain 5 dBFS + noise suppression 2", {"auto_gain_dbfs": 5, "webrtc_noise_suppression": 2}),
+    # The shipped front end (config/appsettings.json WakeWord); Whisper's check comes after it, in bench_wake_live.
+    "shipped": ("(e) shipped: gate 0.5 + pauses shortened", {"vad_threshold": 0.5, "shorten_pauses": True}),
 }
 
 # A wide spread of voices for the negative text (a rotation, one voice per sentence).
@@ -883,25 +886,41 @@ def group_table(analyses: dict[str, Analysis], labels: dict[str, str], title: st
 
 
 def plot(analyses: dict[str, Analysis], labels: dict[str, str], path: Path) -> str:
-    """The recall / false-wake curve as a PNG when matplotlib is importable (it is not a dependency)."""
+    """The recall / false-wake curve as a PNG when matplotlib (the dev extra's) is importable."""
     try:
-        # imported by name: not a dependency, so neither the import nor its types may be assumed
+        # imported by name: only the dev extra installs it, so neither the import nor its types may be assumed
         importlib.import_module("matplotlib").use("Agg")
         plt = importlib.import_module("matplotlib.pyplot")
     except ImportError:
         return "matplotlib is not installed: no plot."
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, a in analyses.items():
+    wake = load_settings(env={"XDG_CONFIG_HOME": "/nonexistent"}).wake_word  # the packaged defaults alone
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for k, (name, a) in enumerate(analyses.items()):
+        color = f"C{k}"
         for level, style in zip(LEVELS, ("-", "--")):
             xs = [a.per_hour(t, level, ordinary=True) for t in THRESHOLDS]
             ys = [100 * a.recall(t, level)[0] / len(a.positives) for t in THRESHOLDS]
-            ax.plot(xs, ys, style, marker=".", label=f"{labels[name]}, trigger {level}")
-    ax.set_xlabel("false wakes per hour (ordinary audio, sound-alikes apart)")
-    ax.set_ylabel("recall %")
-    ax.axhline(100 * TARGET_RECALL, color="grey", lw=0.5)
+            ax.plot(xs, ys, style, marker=".", color=color, label=f"{labels[name]}, trigger {level}")
+            if name == "shipped" and level == wake.trigger_level:
+                # the direct wake; lower scores (from WakeWord.ConfirmFrom) wake only if Whisper hears the phrase
+                x = a.per_hour(wake.threshold, level, ordinary=True)
+                y = 100 * a.recall(wake.threshold, level)[0] / len(a.positives)
+                ax.plot([x], [y], "o", mfc="none", ms=11, color=color)
+                ax.annotate(f"shipped: {wake.threshold:g} wakes at once; from {wake.confirm_from:g}\n"
+                            "(and above) Whisper must hear the phrase", (x, y), xytext=(10, -24),
+                            textcoords="offset points", fontsize=7)
     ax.set_xscale("symlog", linthresh=0.5)
-    ax.legend(fontsize=6)
-    ax.set_title("hey_jarvis: thresholds 0.05–0.95")
+    ax.set_xlim(left=0)
+    ax.axhline(100 * TARGET_RECALL, color="grey", lw=0.6, ls=":")
+    ax.axvline(TARGET_PER_HOUR, color="grey", lw=0.6, ls=":")
+    ax.annotate(f"goal: ≥ {100 * TARGET_RECALL:g} % recall, ≤ {TARGET_PER_HOUR:g} false wakes an hour",
+                (TARGET_PER_HOUR, 100 * TARGET_RECALL), xytext=(4, -10), textcoords="offset points", fontsize=7,
+                color="grey")
+    ax.set_xlabel("false wakes per hour of ordinary audio (sound-alike sentences apart)")
+    ax.set_ylabel(f"recall % ({len(next(iter(analyses.values())).positives)} clips)")
+    ax.legend(fontsize=6, loc="lower right")
+    ax.set_title(f"{WAKE_MODEL}, the detector alone (before Whisper's check): thresholds "
+                 f"{THRESHOLDS[0]:g}–{THRESHOLDS[-1]:g}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return f"Curve plotted to {path}."
