@@ -64,7 +64,7 @@ def test_with_pauses_shortened_hey_pause_jarvis_scores_as_the_phrase(hey_jarvis_
     shortened = WakeWordDetector([hey_jarvis_path], vad_threshold=0.5, threshold=0.7, shorten_pauses=True)
     clip = paused_phrase(500)
     assert best_score(plain, clip) < (0.5, 1)  # the model alone barely hears it …
-    assert best_score(shortened, clip) >= (0.7, 1)  # … its copy, fed the speech alone, is sure
+    assert best_score(shortened, clip) >= (0.7, 1)  # … its copy, the pause undone, is sure
     for _ in range(2):  # reset() forgets a pause half heard
         assert best_score(shortened, clip)[1] == 1
 
