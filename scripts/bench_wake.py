@@ -896,7 +896,6 @@ def plot(analyses: dict[str, Analysis], labels: dict[str, str], path: Path) -> s
         plt = importlib.import_module("matplotlib.pyplot")
     except ImportError:
         return "matplotlib is not installed: no plot."
-    wake = SHIPPED
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for k, (name, a) in enumerate(analyses.items()):
         color = f"C{k}"
@@ -904,14 +903,14 @@ def plot(analyses: dict[str, Analysis], labels: dict[str, str], path: Path) -> s
             xs = [a.per_hour(t, level, ordinary=True) for t in THRESHOLDS]
             ys = [100 * a.recall(t, level)[0] / len(a.positives) for t in THRESHOLDS]
             ax.plot(xs, ys, style, marker=".", color=color, label=f"{labels[name]}, trigger {level}")
-            if name == "shipped" and level == wake.trigger_level:
+            if name == "shipped" and level == SHIPPED.trigger_level:
                 # the confident score; lower ones (from WakeWord.ConfirmFrom) wake only if Whisper hears the phrase
-                x = a.per_hour(wake.threshold, level, ordinary=True)
-                y = 100 * a.recall(wake.threshold, level)[0] / len(a.positives)
+                x = a.per_hour(SHIPPED.threshold, level, ordinary=True)
+                y = 100 * a.recall(SHIPPED.threshold, level)[0] / len(a.positives)
                 ax.plot([x], [y], "o", mfc="none", ms=11, color=color)
-                checked = "checked by a looser rule" if wake.confirm_confident else "wake at once"
-                ax.annotate(f"shipped threshold {wake.threshold:g}: scores at or above it are {checked};\n"
-                            f"from {wake.confirm_from:g} to it, Whisper must hear the phrase", (x, y),
+                checked = "checked by a looser rule" if SHIPPED.confirm_confident else "wake at once"
+                ax.annotate(f"shipped threshold {SHIPPED.threshold:g}: scores at or above it are {checked};\n"
+                            f"from {SHIPPED.confirm_from:g} to it, Whisper must hear the phrase", (x, y),
                             xytext=(10, -30), textcoords="offset points", fontsize=7,
                             bbox={"fc": "white", "ec": "none", "alpha": 0.85})
     ax.set_xscale("symlog", linthresh=0.5)
