@@ -19,10 +19,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from elara import personalities
 from elara import settings as schema
+from elara.brain import personalities
 from elara.errors import ConfigError
-from elara.paths import config_home
+from elara.service.paths import config_home
 
 ENV_PREFIX = "ELARA__"
 DEFAULT_FILE = "appsettings.json"

@@ -33,9 +33,47 @@ def _keep_alive(value: float | str) -> str | None:
     return None
 
 
-def _engine(value: str) -> str | None:
-    from elara.voice.remote import parse_engine
+#: An engine that runs in Elara's own process.
+LOCAL = "local"
 
+
+@dataclass(frozen=True)
+class ServiceAddress:
+    """Where a Wyoming service listens: a TCP host and port, or a Unix socket path."""
+
+    host: str | None = None
+    port: int | None = None
+    path: str | None = None
+
+    def __str__(self) -> str:
+        return f"unix://{self.path}" if self.path is not None else f"tcp://{self.host}:{self.port}"
+
+
+def parse_engine(value: str) -> ServiceAddress | None:
+    """`local` → None; `wyoming://host:port`, `tcp://host:port` or `unix:///path` → the address.
+
+    Raises ValueError saying what is expected when the value is none of these."""
+    text = value.strip()
+    if text.lower() == LOCAL:
+        return None
+    parsed = urlparse(text)
+    if parsed.scheme == "unix":
+        path = (parsed.netloc + parsed.path) if parsed.netloc else parsed.path
+        if not path:
+            raise ValueError(f"{value!r} names no socket file; expected unix:///path/to/socket")
+        return ServiceAddress(path=path)
+    if parsed.scheme in ("wyoming", "tcp"):
+        try:
+            port = parsed.port
+        except ValueError:
+            port = None
+        if not parsed.hostname or port is None:
+            raise ValueError(f"{value!r} needs a host and a port, such as wyoming://127.0.0.1:10300")
+        return ServiceAddress(host=parsed.hostname, port=port)
+    raise ValueError(f"{value!r}: expected local, wyoming://host:port or unix:///path")
+
+
+def _engine(value: str) -> str | None:
     try:
         parse_engine(value)
     except ValueError as exc:
@@ -284,8 +322,6 @@ class LoggingSettings:
 
 
 def _satellite_uri(value: str) -> str | None:
-    from elara.voice.remote import parse_engine
-
     try:
         address = None if value.strip().lower() == "local" else parse_engine(value)
     except ValueError as exc:

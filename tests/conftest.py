@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ollama_server import FakeOllamaServer
 
-from elara.openmp import prepare_openmp
+from elara.service.openmp import prepare_openmp
+from tests.rig.ollama_server import FakeOllamaServer
 
 # As the daemon does before it starts a thread (the loaders would set it too, but maybe in a thread).
 prepare_openmp()
@@ -25,7 +25,7 @@ def ollama_server() -> Iterator[FakeOllamaServer]:
 
 @pytest.fixture(scope="session")
 def sound_card():
-    """A started virtual sound card (tests/pulse.py) for the whole session, with PULSE_SERVER,
+    """A started virtual sound card (tests/rig/pulse.py) for the whole session, with PULSE_SERVER,
     PULSE_SINK and PULSE_SOURCE set in this process's environment so PortAudio's ALSA `pulse` and
     `default` devices reach it; stopped (and the environment restored) at the end.
 
@@ -34,7 +34,7 @@ def sound_card():
     import os
     import sys
 
-    from pulse import VirtualSoundCard, pulse_available
+    from tests.rig.pulse import VirtualSoundCard, pulse_available
 
     problem = pulse_available()
     if problem:
@@ -79,8 +79,8 @@ def transcriber():
 
 @pytest.fixture(scope="session")
 def synthesizer():
-    """The Piper voice en_US-joe-medium (shared with tests/voice_clips.py's speech clips)."""
-    import voice_clips
+    """The Piper voice en_US-joe-medium (shared with tests/rig/voice_clips.py's speech clips)."""
+    from tests.rig import voice_clips
 
     return voice_clips.synthesizer()
 
@@ -92,7 +92,7 @@ def synthesizer():
 def embedded_model():
     """The built-in SmolLM2-135M-Instruct in llama.cpp (2 threads, a 2048-token context),
     greedy (temperature 0) and short (48 tokens) so replies are repeatable and quick."""
-    from elara.embedded import load_model, resolve_embedded_model
+    from elara.brain.embedded import load_model, resolve_embedded_model
 
     model = load_model(resolve_embedded_model(None), threads=2,
                        options={"num_ctx": 2048, "temperature": 0.0, "seed": 7, "num_predict": 48},

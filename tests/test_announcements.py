@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from elara.announcements import (
+from elara.brain.ollama import OllamaLanguageModel, make_client
+from elara.conversation.messages import ChatMessage, ChatRole
+from elara.skills.announcements import (
     MODEL_BACK,
     Announcement,
     Announcer,
@@ -14,8 +16,6 @@ from elara.announcements import (
     announcement_record,
     chime,
 )
-from elara.conversation.messages import ChatMessage, ChatRole
-from elara.llm import OllamaLanguageModel, make_client
 
 NOW = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
 """Microphone, speaker and device lookup on the real PortAudio path, against a virtual sound card.
 
-Audio goes through PortAudio → ALSA's pulse plugin → a private PulseAudio daemon (tests/pulse.py):
+Audio goes through PortAudio → ALSA's pulse plugin → a private PulseAudio daemon (tests/rig/pulse.py):
 clips played into the fake mic with `paplay` arrive bit-exact, and what the speaker plays is
 recorded with `parecord`. Recordings start at an unknown moment, so audio is found by searching
 for it. Every wait is bounded; nothing asserts on timing.
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pulse import VirtualSoundCard, best_offset, find_exact, match_report, read_wav, write_wav
 
 from elara.audio.capture import Microphone
 from elara.audio.devices import AudioDeviceError, find_device, list_devices
@@ -28,6 +27,7 @@ from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip
 from elara.audio.playback import Speaker, _anchor, _Output, as_mono_int16
 from elara.audio.reference import PlaybackHistory
 from elara.audio.streams import Resampler, close_stream, open_stream, resample
+from tests.rig.pulse import VirtualSoundCard, best_offset, find_exact, match_report, read_wav, write_wav
 
 TESTS = Path(__file__).parent
 
@@ -575,8 +575,8 @@ def test_a_subprocess_with_the_card_env_sees_its_devices(sound_card):
 
 
 def test_the_harness_runs_standalone_and_stops_on_sigterm():
-    process = subprocess.Popen([sys.executable, str(TESTS / "pulse.py")], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "tests.rig.pulse"], cwd=TESTS.parent,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = [process.stdout.readline() for _ in range(4)]
         env = dict(line.removeprefix("export ").strip().split("=", 1) for line in lines[:3])

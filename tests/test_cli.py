@@ -10,7 +10,7 @@ import pytest
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
-from elara.timers import TimerBook
+from elara.skills.timers import TimerBook
 
 KEY = "cli test passphrase"
 

@@ -6,16 +6,16 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from elara.announcements import Announcement, Announcer
-from elara.commands import ASK_BACK_SECONDS, LocalCommands, done_text, missed_text
+from elara.brain.ollama import OllamaLanguageModel, make_client
+from elara.brain.orchestrator import Orchestrator
 from elara.conversation.context import LastNContextProvider
 from elara.conversation.messages import ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
-from elara.llm import OllamaLanguageModel, make_client
-from elara.orchestrator import Orchestrator
-from elara.timers import CANCELLED, PENDING, TimerBook
+from elara.skills.announcements import Announcement, Announcer
+from elara.skills.commands import ASK_BACK_SECONDS, LocalCommands, done_text, missed_text
+from elara.skills.timers import CANCELLED, PENDING, TimerBook
 
 T0 = datetime(2026, 11, 23, 14, 5, 0, tzinfo=UTC)
 ZONE = timezone(timedelta(hours=1))  # 15:05 local
@@ -226,7 +226,7 @@ def test_intents_can_be_turned_off(tmp_path, ollama_server):
 
 
 def test_what_a_timer_says_when_done_or_missed():
-    from elara.timers import Timer
+    from elara.skills.timers import Timer
     pasta = Timer("abcd1234", "pasta", 480, T0, T0 - timedelta(seconds=480))
     plain = Timer("abcd1235", None, 600, T0, T0 - timedelta(seconds=600))
     assert done_text(pasta) == "Your pasta timer is done."

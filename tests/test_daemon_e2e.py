@@ -9,12 +9,12 @@ wake word must send nothing, and SIGTERM must exit 0 with nothing lost.
 import re
 
 import pytest
-import voice_clips
-from daemon_process import DaemonProcess, daemon_env
-from ollama_server import closed_port
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
+from tests.rig import voice_clips
+from tests.rig.daemon_process import DaemonProcess, daemon_env
+from tests.rig.ollama_server import closed_port
 
 REPLIES = {
     "germany": "Berlin is the capital of Germany.",

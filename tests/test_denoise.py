@@ -6,10 +6,10 @@ import sys
 
 import numpy as np
 import pytest
-from voice_clips import concat, noise, piper_speech, rms_dbfs, silence
 
 from elara.errors import ModelLoadError
 from elara.voice.denoise import NoiseSuppressor, WebRtcCleaner
+from tests.rig.voice_clips import concat, noise, piper_speech, rms_dbfs, silence
 
 
 def test_an_utterance_comes_back_as_long_with_the_noise_lowered_and_the_speech_kept():

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from elara.conversation.messages import PromptReady
-from elara.dialogue import (
+from elara.settings import AudioSettings, ListeningSettings
+from elara.voice.dialogue import (
     ANNOUNCING,
     EVENT_TYPES,
     FOLLOW_UP,
@@ -43,7 +44,6 @@ from elara.dialogue import (
     UtteranceCaptured,
     WakeDetected,
 )
-from elara.settings import AudioSettings, ListeningSettings
 
 
 def sample(event_type: type[DialogueEvent], t: float = 0.0) -> DialogueEvent:
@@ -383,9 +383,9 @@ def test_repeated_events_are_harmless() -> None:
 
 def test_ignored_events_are_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
     d = Dialogue("continued", 6)
-    with caplog.at_level(logging.DEBUG, logger="elara.dialogue"):
+    with caplog.at_level(logging.DEBUG, logger="elara.voice.dialogue"):
         d.handle(TranscriptReady(text="secret words", at=1))
-    records = [r for r in caplog.records if r.name == "elara.dialogue"]
+    records = [r for r in caplog.records if r.name == "elara.voice.dialogue"]
     assert records and all(r.levelno == logging.DEBUG for r in records)
     assert "TranscriptReady" in records[0].getMessage() and "idle" in records[0].getMessage()
     assert "secret" not in caplog.text  # conversation text is never logged by the dialogue

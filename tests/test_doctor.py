@@ -13,16 +13,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from ollama_server import closed_port
 
-from elara import doctor
 from elara.cli import doctor as doctor_cli
 from elara.config import load_settings
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
+from elara.service import doctor
+from tests.rig.ollama_server import closed_port
 
 KEY = "doctor test passphrase"
-UNITS_AVAILABLE = importlib.util.find_spec("elara.units") is not None
+UNITS_AVAILABLE = importlib.util.find_spec("elara.service.units") is not None
 
 SETTINGS_CHECKS = [doctor.INPUT_DEVICE, doctor.OUTPUT_DEVICE, doctor.MODELS, doctor.LISTENING,
                    doctor.LANGUAGE_MODEL, doctor.ENCRYPTION_KEY, doctor.HISTORY]
@@ -66,7 +66,7 @@ def by_name(checks):
 
 
 def failures_besides_units(checks):
-    """The failed checks other than the unit check, which passes when elara.units exists and
+    """The failed checks other than the unit check, which passes when elara.service.units exists and
     otherwise fails as unavailable."""
     units = by_name(checks)[doctor.UNITS]
     if UNITS_AVAILABLE:

@@ -3,7 +3,6 @@ and the barge-in decision on numbers."""
 
 import numpy as np
 import pytest
-import voice_clips
 
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
 from elara.audio.reference import PlaybackHistory
@@ -16,9 +15,10 @@ from elara.voice.echo import (
     LearningCanceller,
     SpeexCanceller,
     is_barge_in,
-    is_speech_over_her,
+    is_speech_over_playback,
     make_canceller,
 )
+from tests.rig import voice_clips
 
 FRAME = FRAME_SAMPLES / SAMPLE_RATE
 
@@ -243,7 +243,7 @@ def test_a_microphone_that_hardly_hears_her_has_speexdsp_at_the_first_look(heard
     (3000.0, 4000.0, 0.0, 1.0, False),  # nothing cancelled: her voice is all there is
 ])
 def test_speech_over_her_stands_above_what_is_left_of_her_voice(near, far, erle, ratio, expected):
-    assert is_speech_over_her(near, far, erle, ratio) is expected
+    assert is_speech_over_playback(near, far, erle, ratio) is expected
 
 
 @pytest.mark.parametrize("gain, most", [(0.0, 0.01), (0.5, 0.1)])
@@ -289,7 +289,7 @@ def test_her_echo_path_moving_between_replies_is_seen_at_her_first_frames(far, d
         seen = echo.counters.moved
         echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
         # as the going-on check asks of each frame of speech; where she is silent it is the person's
-        person = echo.person_over_her(stamp) and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS
+        person = echo.person_over_playback(stamp) and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS
         if echo.counters.moved > seen:
             assert not person and not echo.settled(stamp)
             moves.append((i, echo.delay_ms))
@@ -323,7 +323,7 @@ def test_a_person_talking_over_her_is_not_taken_for_her_echo_moving(far, delay_m
                 stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
                 echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
                 if begin <= i < begin + said and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
-                    heard += echo.person_over_her(stamp)
+                    heard += echo.person_over_playback(stamp)
             assert echo.counters.moved == 0, (n, gain, start)
     assert heard > 100  # the person was heard over her voice
 

@@ -4,7 +4,7 @@ the microphone (module-loopback, 60 ms late, at half volume).
 Her replies say "Jarvis" and "Hey Jarvis" themselves: she must not wake to them, hear them as a
 question, or send anything for them. Over a long reply, "Stop." (no wake word) silences her and
 asks the model nothing; "Hey Jarvis, what is the capital of Germany?" stops her and is answered.
-That she falls silent at once is checked on one timeline (the figure is `scripts/bench_echo.py
+That she falls silent at once is checked on one timeline (the figure is `bench/echo.py
 --live`'s): what the microphone hears (the clip
 played into it, plus her echo) is recorded, the clip is found in it and taken out, and what is
 left is her voice coming back through the echo path."""
@@ -14,10 +14,11 @@ import time
 
 import numpy as np
 import pytest
-import voice_clips
-from daemon_process import DaemonProcess, asking_status, daemon_env, daemon_status, status_answer
-from pulse import best_offset
-from spec_reader import read_all
+
+from tests.rig import voice_clips
+from tests.rig.daemon_process import DaemonProcess, asking_status, daemon_env, daemon_status, status_answer
+from tests.rig.pulse import best_offset
+from tests.spec_reader import read_all
 
 ECHO_MS = 60
 SAYS_JARVIS = ("Hey Jarvis, you might say, and I would answer. Jarvis is a name from the stories. "
@@ -166,7 +167,7 @@ def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, 
     # "Stop." in another voice than hers, no wake word, over a long reply once she has spoken long
     # enough to have learnt the room (a few seconds; an always-on assistant does that once).
     # (Someone talking over her unsettles speexdsp for a while, which makes a "stop" just after
-    # that less sure to be heard - scripts/bench_echo.py measures it - so it comes first here.)
+    # that less sure to be heard - bench/echo.py measures it - so it comes first here.)
     sound_card.play_into_mic(clip(tmp_path, "story", *wake_then("Tell me a story.")))
     daemon.wait_for(r"speexdsp has learnt the room", timeout=30)
     time.sleep(1.0)
@@ -202,7 +203,7 @@ def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, 
     counters = daemon_status(env)["counters"]
     assert counters["stops"] == 1 and counters["barge_ins"] == 1, counters
     # Heard at the microphone, through the echo path: she fell silent at once, not at the end of
-    # a sentence (each takes about 4 s). How fast, measured: scripts/bench_echo.py --live.
+    # a sentence (each takes about 4 s). How fast, measured: bench/echo.py --live.
     assert wake_reaction < 1.0 and stop_reaction < 1.0, (wake_reaction, stop_reaction)
     status_code, _ = daemon.terminate()
     assert status_code == 0

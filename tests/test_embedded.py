@@ -9,13 +9,7 @@ import threading
 
 import pytest
 
-from elara.config import load_settings
-from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
-from elara.conversation.messages import ChatRole, PromptReady
-from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
-from elara.conversation.render import ChatRequest, GenerateRequest, OllamaChatRenderer
-from elara.conversation.store import ConversationStore
-from elara.embedded import (
+from elara.brain.embedded import (
     BUILTIN_FILE,
     MODEL_KEY,
     builtin_model_path,
@@ -25,9 +19,15 @@ from elara.embedded import (
     resolve_embedded_model,
     sampling_arguments,
 )
+from elara.brain.orchestrator import Orchestrator
+from elara.config import load_settings
+from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
+from elara.conversation.messages import ChatRole, PromptReady
+from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
+from elara.conversation.render import ChatRequest, GenerateRequest, OllamaChatRenderer
+from elara.conversation.store import ConversationStore
 from elara.errors import ConfigError, LanguageModelError
 from elara.memory.facts import FACTS_SCHEMA, FactExtractor
-from elara.orchestrator import Orchestrator
 
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."
 FRANCE = ChatRequest(messages=(
@@ -106,7 +106,7 @@ def test_embeddings_need_ollama(embedded_model):
 def test_the_daemon_sets_the_spin_count_before_it_starts(monkeypatch):
     # set in the C environment while the daemon is one thread, not later in the worker thread
     # that loads the model while the microphone's thread runs
-    import elara.daemon
+    import elara.service.daemon
     from elara.cli import voice
 
     seen = {}
@@ -119,7 +119,7 @@ def test_the_daemon_sets_the_spin_count_before_it_starts(monkeypatch):
             return 0
 
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    monkeypatch.setattr(elara.daemon, "Daemon", Daemon)
+    monkeypatch.setattr(elara.service.daemon, "Daemon", Daemon)
     args = argparse.Namespace(config=None, config_sources=argparse.Namespace(files=()))
     assert voice._run(args, load_settings(None)) == 0
     assert seen == {"at start": "1000"}

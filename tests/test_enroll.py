@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from voice_clips import concat, espeak_speech, frames, silence, write_wav
 
 from elara import cli
 from elara.config import load_settings
@@ -15,6 +14,7 @@ from elara.errors import ConfigError, EnrollmentError
 from elara.voice.engines import load_wake
 from elara.voice.enroll import OTHER_PROMPTS, add_verifier_to_config, enroll
 from elara.voice.verifier import WakeVerifier
+from tests.rig.voice_clips import concat, espeak_speech, frames, silence, write_wav
 
 USER = "en-gb"  # the enrolled "person"
 OTHER_SPEECH = ("I left my umbrella at the office again, so I got soaked on the way home.",

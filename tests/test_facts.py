@@ -16,15 +16,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from spec_reader import read_record
 
+from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.cli import memory as memory_cli
 from elara.config import load_settings
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt
 from elara.conversation.store import ConversationStore
 from elara.errors import LanguageModelError
-from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.facts import (
     FACTS_SCHEMA,
     Fact,
@@ -42,6 +41,7 @@ from elara.memory.phrasing import (
     third_person,
 )
 from elara.memory.records import FACT, SUMMARY, memory_record
+from tests.spec_reader import read_record
 
 KEY = "facts test passphrase"
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -13,17 +13,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from spec_reader import read_all
 
+from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.config import load_settings
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
-from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.manager import Memory
 from elara.memory.records import EMBEDDING, FACT, SUMMARY, key_of, memory_record
 from elara.memory.summaries import Summarizer, iso_millis, maybe_summarize
+from elara.service.status import StatusServer
 from elara.settings import Settings
-from elara.status import StatusServer
+from tests.spec_reader import read_all
 
 KEY = "forgetting test passphrase"
 MODEL = "nomic-embed-text"

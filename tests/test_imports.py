@@ -166,3 +166,44 @@ def test_a_relative_import_counts_and_an_acyclic_graph_passes(fake_package, tmp_
     _write(tmp_path, "elara.voice.models", "from ..cli import main\n")
     assert find_cycle(import_graph(fake_package)) == [
         "elara.cli", "elara.voice.stt", "elara.voice.models", "elara.cli"]
+
+
+#: Modules every part may import: the settings, the errors, and the machine's places, durable
+#: writes and native thread pools (each imports nothing of Elara but these).
+FOUNDATION = {"elara", "elara.settings", "elara.errors", "elara.service.paths", "elara.service.files",
+              "elara.service.openmp"}
+
+#: What each package may import besides the foundation: the layers, lowest first. The
+#: conversation and memory know nothing of sound; nothing below the service knows the daemon.
+LAYERS = {
+    "elara.audio": set(),
+    "elara.conversation": set(),
+    "elara.memory": {"elara.conversation"},
+    "elara.skills": {"elara.conversation", "elara.memory", "elara.audio"},
+    "elara.brain": {"elara.conversation", "elara.memory", "elara.skills"},
+    "elara.voice": {"elara.audio", "elara.conversation", "elara.skills", "elara.brain"},
+}
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    graph = import_graph()
+    crossing = sorted(
+        f"{name} → {target}" for name, targets in graph.items() if _package(name) in LAYERS
+        for target in targets
+        if target not in FOUNDATION and _package(target) != _package(name)
+        and _package(target) not in LAYERS[_package(name)])
+    assert not crossing, "imports across the layers:\n" + "\n".join(crossing)
+
+
+def test_the_foundation_imports_nothing_above_it():
+    graph = import_graph()
+    assert {name: graph[name] - FOUNDATION for name in FOUNDATION if graph[name] - FOUNDATION} == {}
+
+
+def test_the_top_level_holds_only_settings_config_and_errors():
+    top = {path.stem for path in PACKAGE.glob("*.py")}
+    assert top == {"__init__", "__main__", "settings", "config", "errors"}

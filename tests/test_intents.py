@@ -2,7 +2,7 @@
 
 import pytest
 
-from elara.intents import (
+from elara.skills.intents import (
     CancelTimer,
     ListTimers,
     SetTimer,

@@ -1,5 +1,5 @@
 """Where the history's passphrase comes from: a systemd credential, a key file, the config, or
-the key generated on the first start (elara.keys)."""
+the key generated on the first start (elara.service.keys)."""
 
 import logging
 import os
@@ -9,15 +9,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from spec_reader import read_all
 
-from elara import doctor, keys
 from elara.config import load_settings
 from elara.conversation.crypto import DEFAULT_PASSPHRASE
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
 from elara.errors import ConfigError
-from elara.wiring import encryption_passphrase
+from elara.service import doctor, keys
+from elara.service.wiring import encryption_passphrase
+from tests.spec_reader import read_all
 
 
 def test_precedence(tmp_path):
@@ -46,7 +46,7 @@ def test_unusable_key_files_are_config_errors(tmp_path):
     assert info.value.exit_status == 78
 
 
-# --- a key by default (elara.keys) ---------------------------------------------------------------
+# --- a key by default (elara.service.keys) ---------------------------------------------------------------
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -65,7 +65,7 @@ def mode(path: Path) -> int:
 def test_first_start_generates_a_private_key_and_later_starts_reuse_it(tmp_path, home, caplog):
     settings = load_settings(env=home)
     root = tmp_path / "store"
-    with caplog.at_level(logging.INFO, logger="elara.keys"):
+    with caplog.at_level(logging.INFO, logger="elara.service.keys"):
         first = keys.resolve(settings, home, generate_for=root)
     path = tmp_path / "config" / "elara" / "key"
     assert first.source == keys.KeySource(keys.GENERATED, path)
@@ -79,7 +79,7 @@ def test_first_start_generates_a_private_key_and_later_starts_reuse_it(tmp_path,
 
     ConversationStore(root, first.passphrase).append(ChatMessage(ChatRole.USER, "hello", WHEN))
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="elara.keys"):
+    with caplog.at_level(logging.INFO, logger="elara.service.keys"):
         again = keys.resolve(settings, home, generate_for=root)
     assert again == first
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

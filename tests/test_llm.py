@@ -4,11 +4,11 @@ import asyncio
 import logging
 
 import pytest
-from ollama_server import closed_port, default_responder
 
+from elara.brain.ollama import ModelInfo, OllamaLanguageModel, make_client
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError
-from elara.llm import ModelInfo, OllamaLanguageModel, make_client
+from tests.rig.ollama_server import closed_port, default_responder
 
 OPTIONS = {"temperature": 0.6, "num_ctx": 4096}
 CHAT = ChatRequest(messages=(
@@ -117,7 +117,7 @@ def test_numeric_keep_alive_is_passed_on(ollama_server):
 
 
 def test_check_reports_what_ollama_knows_about_the_model(ollama_server, caplog):
-    caplog.set_level(logging.INFO, logger="elara.llm")
+    caplog.set_level(logging.INFO, logger="elara.brain.ollama")
 
     async def scenario():
         llm = language_model(ollama_server.url)
@@ -311,7 +311,7 @@ async def checked_then(llm: OllamaLanguageModel, *requests) -> tuple[ModelInfo, 
 
 
 def test_a_thinking_model_is_asked_not_to_think(ollama_server, caplog):
-    caplog.set_level(logging.INFO, logger="elara.llm")
+    caplog.set_level(logging.INFO, logger="elara.brain.ollama")
     ollama_server.model_capabilities = {"test-model": THINKING}
     ollama_server.responder = lambda endpoint, body: THOUGHTFUL
 
@@ -344,7 +344,7 @@ def test_think_is_never_sent_to_a_model_without_the_capability(ollama_server):
 def test_reasoning_ollama_parsed_out_is_never_part_of_the_reply(ollama_server, caplog):
     # Without check() nothing is known, so `think` is not sent and Ollama lets the model think:
     # its reasoning arrives in `message.thinking`, logged at DEBUG only, never yielded.
-    caplog.set_level(logging.DEBUG, logger="elara.llm")
+    caplog.set_level(logging.DEBUG, logger="elara.brain.ollama")
     ollama_server.model_capabilities = {"test-model": THINKING}
     ollama_server.responder = lambda endpoint, body: THOUGHTFUL
 

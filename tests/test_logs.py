@@ -3,7 +3,7 @@
 import logging
 import os
 
-from elara.logs import JournalFormatter, configure, stream_is_journal
+from elara.service.logs import JournalFormatter, configure, stream_is_journal
 
 
 def test_journal_lines_have_priorities_and_no_newlines():

@@ -15,18 +15,18 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
-from elara import dialogue as d
-from elara import intents
-from elara.announcements import RETRY_SECONDS, RING_GAP_SECONDS, Announcement, Announcer
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip, AudioFrame
 from elara.audio.reference import PlaybackHistory
-from elara.commands import LocalCommands
+from elara.brain.orchestrator import Orchestrator
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
-from elara.orchestrator import Orchestrator
-from elara.timers import TimerBook
+from elara.skills import intents
+from elara.skills.announcements import RETRY_SECONDS, RING_GAP_SECONDS, Announcement, Announcer
+from elara.skills.commands import LocalCommands
+from elara.skills.timers import TimerBook
+from elara.voice import dialogue as d
 from elara.voice.echo import EchoFilter
 from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop, VoiceParts
@@ -63,13 +63,13 @@ class FakeWake:
     def __init__(self) -> None:
         self.resets = 0
         self.confirmations = {"asked": 0, "confirmed": 0}
-        self.over_her = False
-        self.heard_over_her: list[bool] = []  # per frame fed
+        self.during_playback = False
+        self.heard_over_playback: list[bool] = []  # per frame fed
         self.fresh: list[bool] = []  # per frame fed: whether it was reset just before
         self._fresh = True
 
     def process(self, frame: AudioFrame) -> WakeDetection | None:
-        self.heard_over_her.append(self.over_her)
+        self.heard_over_playback.append(self.during_playback)
         self.fresh.append(self._fresh)
         self._fresh = False
         return WakeDetection("hey_jarvis", 0.9, frame.captured_at) if frame.samples[0] == WAKE else None
@@ -428,8 +428,8 @@ def test_barge_in_cancels_the_reply_and_starts_listening():
     assert rig.model.questions == [PHRASES[0], PHRASES[2]]
     assert [m.content for m in rig.store.messages if m.role is ChatRole.USER] == [PHRASES[0], PHRASES[2]]
     # the engine was told which frames came over her voice: the second wake, not the first
-    over_her = rig.wake.heard_over_her
-    assert over_her[0] is False and over_her[-1] is True
+    during_playback = rig.wake.heard_over_playback
+    assert during_playback[0] is False and during_playback[-1] is True
 
 
 def test_a_late_transcript_of_a_cancelled_turn_is_dropped():
@@ -1066,7 +1066,7 @@ def phrase_frame(rig: Rig, phrase: int, loudness: int) -> AudioFrame:
 
 
 #: a person speaking over her: RMS ≈ 14 000, 13 dB above her voice (3000) with nothing cancelled,
-#: over the margin speech over her must clear (SPEECH_OVER_HER_MARGIN_DB)
+#: over the margin speech over her must clear (SPEECH_OVER_PLAYBACK_MARGIN_DB)
 OVER_HER = 20_000
 
 

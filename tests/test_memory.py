@@ -6,15 +6,15 @@ import json
 import re
 
 import pytest
-from spec_reader import read_all
 
+from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.config import load_settings
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import PromptReady
 from elara.conversation.store import ConversationStore
-from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.manager import Memory
-from elara.wiring import make_monitor, make_orchestrator
+from elara.service.wiring import make_monitor, make_orchestrator
+from tests.spec_reader import read_all
 
 KEY = "memory key"
 BUDGET = 400

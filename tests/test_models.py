@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from elara.errors import ConfigError, ModelNotFoundError
+from elara.service.paths import default_models_dirs
 from elara.voice import models
 from elara.voice.models import (
     ModelRecord,
     available_models,
-    default_models_dirs,
     friendly_wake_name,
     resolve_vad,
     resolve_voice,
@@ -124,9 +124,8 @@ def test_whisper_directory_without_model_bin(tmp_path):
 
 
 def test_whisper_base_is_joined_once_from_its_two_packages(tmp_path, monkeypatch, transcriber):
-    import voice_clips
-
     from elara.voice.stt import Transcriber
+    from tests.rig import voice_clips
 
     monkeypatch.delenv("CACHE_DIRECTORY", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

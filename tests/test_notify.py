@@ -3,7 +3,7 @@
 import os
 import socket
 
-from elara.notify import SystemdNotifier
+from elara.service.notify import SystemdNotifier
 
 
 def receive(sock):

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import ollama
 import pytest
-from ollama_server import FakeOllamaServer, fragments, pieces_of, split_thinking
+
+from tests.rig.ollama_server import FakeOllamaServer, fragments, pieces_of, split_thinking
 
 COUNTERS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
             "eval_count", "eval_duration")
@@ -180,9 +181,8 @@ def test_fragments_are_words_that_join_back():
 
 
 def test_runs_standalone_until_sigterm():
-    script = Path(__file__).with_name("ollama_server.py")
-    proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "--model", "m1",
-                             "--thinking-model", "t1"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.rig.ollama_server", "--port", "0", "--model", "m1",
+                             "--thinking-model", "t1"], cwd=Path(__file__).parents[1], stdout=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         assert ready, "the server printed no URL"

@@ -11,7 +11,7 @@ import pytest
 #: Each library that loads a libgomp of its own, loaded as Elara loads it.
 LOADS = {
     "llama.cpp": """
-from elara.embedded import builtin_model_path, load_model
+from elara.brain.embedded import builtin_model_path, load_model
 load_model(builtin_model_path(), threads=2, options={}, timeout_seconds=60.0).close()
 """,
     "CTranslate2": """

@@ -5,15 +5,15 @@ import logging
 import shutil
 
 import pytest
-from ollama_server import FakeOllamaServer, closed_port
 
+from elara.brain.ollama import OllamaLanguageModel, make_client
+from elara.brain.orchestrator import Orchestrator
 from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
 from elara.conversation.messages import ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
-from elara.llm import OllamaLanguageModel, make_client
-from elara.orchestrator import Orchestrator
+from tests.rig.ollama_server import FakeOllamaServer, closed_port
 
 _runner: asyncio.Runner | None = None  # the current test's loop (see the `loop` fixture)
 

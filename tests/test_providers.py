@@ -7,14 +7,14 @@ import logging
 import random
 
 import pytest
-from ollama_server import closed_port
 
-from elara import wiring
+from elara.brain.providers import EMBEDDED, OLLAMA, AutoLanguageModel, describe
 from elara.config import load_settings
 from elara.conversation.messages import ChatRole, PromptReady
 from elara.conversation.store import ConversationStore
 from elara.errors import ConfigError, LanguageModelError
-from elara.providers import EMBEDDED, OLLAMA, AutoLanguageModel, describe
+from elara.service import wiring
+from tests.rig.ollama_server import closed_port
 
 KEY = "providers key"
 
@@ -44,7 +44,7 @@ def auto_over(settings, embedded_model, **options) -> AutoLanguageModel:
 
 
 def test_auto_switches_both_ways_and_no_turn_is_lost(ollama_server, embedded_model, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="elara.providers")
+    caplog.set_level(logging.INFO, logger="elara.brain.providers")
     ollama_server.responder = lambda endpoint, body: "Ollama says Paris."
     settings = settings_for(ollama_server.url, tmp_path)
     store = ConversationStore(tmp_path / "store", KEY)

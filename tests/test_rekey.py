@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from cryptography.exceptions import InvalidTag
-from spec_reader import independent_open, independent_seal, read_all
 
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.rekey import rekey
 from elara.conversation.store import ConversationStore
+from tests.spec_reader import independent_open, independent_seal, read_all
 
 OLD = "the old passphrase"
 NEW = "the new passphrase"

@@ -8,22 +8,21 @@ import time
 
 import numpy as np
 import pytest
-import voice_clips
-from ollama_server import closed_port
-from wyoming_services import SilentService, both, start_whisper
 
 from elara.errors import SpeechServiceError
+from elara.settings import ServiceAddress, parse_engine
 from elara.voice.remote import (
     FailoverSynthesizer,
     FailoverTranscriber,
-    ServiceAddress,
     ServiceHealth,
     WyomingClient,
     WyomingSynthesizer,
     WyomingTranscriber,
     describe_info,
-    parse_engine,
 )
+from tests.rig import voice_clips
+from tests.rig.ollama_server import closed_port
+from tests.rig.wyoming_services import SilentService, both, start_whisper
 
 
 def words(text):
@@ -230,7 +229,7 @@ def test_a_voice_the_service_does_not_have_is_its_error(services):
 
 def test_the_doctor_checks_each_remote_engine(services):
     from elara.config import load_settings
-    from elara.doctor import check_speech_services
+    from elara.service.doctor import check_speech_services
 
     whisper, _ = services
     down = f"wyoming://127.0.0.1:{closed_port()}"

@@ -6,11 +6,11 @@ apology (no local engine stands by here), the status shows it down, and nothing 
 import re
 
 import pytest
-from daemon_process import DaemonProcess, daemon_env, daemon_status, spoken_question
-from wyoming_services import both
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
+from tests.rig.daemon_process import DaemonProcess, daemon_env, daemon_status, spoken_question
+from tests.rig.wyoming_services import both
 
 REPLY = "Paris is the capital of France."
 

@@ -11,14 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ollama_server import embed_text
-from spec_reader import independent_open
 
+from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.store import ConversationStore
 from elara.errors import ContextError, LanguageModelError
-from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.records import EMBEDDING, KIND
 from elara.memory.retrieval import (
     RETRIEVED,
@@ -28,6 +26,8 @@ from elara.memory.retrieval import (
     same_model,
     task_prefixes,
 )
+from tests.rig.ollama_server import embed_text
+from tests.spec_reader import independent_open
 
 PASSPHRASE = "retrieval test passphrase"
 MODEL = "nomic-embed-text"

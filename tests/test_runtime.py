@@ -5,10 +5,10 @@ import asyncio
 
 import pytest
 
-from elara import runtime
 from elara.config import load_settings
 from elara.conversation.store import ConversationStore
 from elara.errors import ElaraError
+from elara.service import runtime
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from wyoming.satellite import RunSatellite
 
 from elara.audio.frames import FRAME_SAMPLES, AudioClip
 from elara.errors import AudioDeviceError
-from elara.satellites import SatelliteLink, SatelliteSpeaker
-from elara.voice.remote import ServiceAddress
+from elara.settings import ServiceAddress
+from elara.voice.satellites import SatelliteLink, SatelliteSpeaker
 
 
 class SatelliteSide:
@@ -201,10 +201,9 @@ def test_a_satellite_that_falls_silent_is_dropped_and_retried():
 
 
 def test_the_doctor_checks_each_satellite():
-    from ollama_server import closed_port
-
     from elara.config import load_settings
-    from elara.doctor import check_satellites
+    from elara.service.doctor import check_satellites
+    from tests.rig.ollama_server import closed_port
 
     async def run():
         side = await SatelliteSide().start()

@@ -9,11 +9,11 @@ import os
 import re
 
 import numpy as np
-from daemon_process import DaemonProcess, daemon_env, daemon_status, spoken_question
-from wyoming_services import start_satellite
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
+from tests.rig.daemon_process import DaemonProcess, daemon_env, daemon_status, spoken_question
+from tests.rig.wyoming_services import start_satellite
 
 REPLIES = {"france": "Paris is the capital of France.", "germany": "Berlin is the capital of Germany."}
 

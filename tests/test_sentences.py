@@ -2,7 +2,7 @@
 
 import pytest
 
-from elara.sentences import SentenceSplitter
+from elara.brain.sentences import SentenceSplitter
 
 
 def split(text: str, step: int, **kw) -> list[str]:

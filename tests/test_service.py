@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-import voice_clips
-from daemon_process import DaemonProcess, daemon_env
 
 from elara.conversation.store import ConversationStore
+from tests.rig import voice_clips
+from tests.rig.daemon_process import DaemonProcess, daemon_env
 
 
 class NotifySocket:

@@ -4,7 +4,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from elara.spoken import (
+from elara.skills.spoken import (
     number_words,
     ordinal_words,
     say_clock,

@@ -38,7 +38,7 @@ def test_which_stretches_are_offered(pattern, spans):
     assert [(round(c.start / F), round(c.end / F)) for c in spot(pattern)] == spans
 
 
-@pytest.mark.parametrize("text, her_words, ringing, stop", [
+@pytest.mark.parametrize("text, played_words, ringing, stop", [
     ("Stop.", "", False, True),
     ("Stop! Stop! Stop! Stop! Stop! Stop", "", False, True),
     ("Never mind. Never mind. Never", "", False, True),  # Whisper repeating a word said alone
@@ -63,8 +63,8 @@ def test_which_stretches_are_offered(pattern, spans):
     ("Here is the top.", "Here is the third part of a long story", False, False),
     ("Here's the story.", "Here is the third part of a long story", False, False),
 ])
-def test_heard_stop(text, her_words, ringing, stop):
-    assert heard_stop(text, her_words, ringing=ringing) is stop
+def test_heard_stop(text, played_words, ringing, stop):
+    assert heard_stop(text, played_words, ringing=ringing) is stop
 
 
 @pytest.mark.parametrize("log_odds, heard, told", [

@@ -9,10 +9,9 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from spec_reader import independent_open, independent_seal
-
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
+from tests.spec_reader import independent_open, independent_seal
 
 PASSPHRASE = "interop passphrase ✓"
 NAME = re.compile(r"^\d{8}T\d{9}Z_\d{4,}_(user|assistant|system)\.json$")

@@ -7,15 +7,15 @@ import dataclasses
 import numpy as np
 import pytest
 import tokenizers
-from voice_clips import concat, espeak_speech, noise, piper_speech, silence, with_noise
 
 from elara.config import load_settings
 from elara.errors import ModelNotFoundError
-from elara.runtime import read_again, stop_reader
+from elara.service.runtime import read_again, stop_reader
 from elara.voice.engines import transcriber as load_whisper
 from elara.voice.models import resolve_whisper
 from elara.voice.stt import Transcriber, Transcript, complete_merges, normalize_text, phantom_reason
 from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, read_again_wanted
+from tests.rig.voice_clips import concat, espeak_speech, noise, piper_speech, silence, with_noise
 
 
 def utterance(speech: np.ndarray) -> np.ndarray:

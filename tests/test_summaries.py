@@ -9,13 +9,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from spec_reader import independent_open
 
+from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
 from elara.errors import LanguageModelError
-from elara.llm import OllamaLanguageModel, make_client
 from elara.memory.records import FACT, KIND, SUMMARY, memory_record
 from elara.memory.summaries import (
     SUMMARY_PREFIX,
@@ -27,6 +26,7 @@ from elara.memory.summaries import (
     maybe_summarize,
     turns_to_summarize,
 )
+from tests.spec_reader import independent_open
 
 PASSPHRASE = "summaries test passphrase"
 T0 = datetime(2026, 1, 5, 9, 0, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The systemd units (systemd/*.service), elara.units, scripts/install and scripts/uninstall.
+"""The systemd units (systemd/*.service), elara.service.units, scripts/install and scripts/uninstall.
 
 The units are checked by the real `systemd-analyze verify`; the scripts run as real processes on a
 temporary home. No user manager is touched: the scripts' `systemctl` is a stand-in
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from elara import units
+from elara.service import units
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv"
@@ -150,7 +150,7 @@ def test_user_unit_specifics():
     # systemd 252 applies ProtectSystem=/ProtectHome=/PrivateTmp= in a user unit only with this.
     assert service["PrivateUsers"] == ["yes"]
     assert "User" not in service and "StateDirectory" not in service
-    # A generated history key goes to ~/.config/elara/key (elara.keys), so that stays writable.
+    # A generated history key goes to ~/.config/elara/key (elara.service.keys), so that stays writable.
     assert service["ConfigurationDirectory"] == ["elara"]
     assert service["ConfigurationDirectoryMode"] == ["0700"]
     assert KEY_DIRECTORY in service["ReadWritePaths"]

@@ -1,10 +1,10 @@
-"""Think blocks dropped from streamed and whole replies (elara.thinking)."""
+"""Think blocks dropped from streamed and whole replies (elara.brain.thinking)."""
 
 from __future__ import annotations
 
 import pytest
 
-from elara.thinking import ThinkFilter, strip_thinking
+from elara.brain.thinking import ThinkFilter, strip_thinking
 
 # (reply as the model streams it, what is visible)
 CASES = [

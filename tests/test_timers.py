@@ -10,7 +10,7 @@ import pytest
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.records import memory_record
 from elara.conversation.store import ConversationStore
-from elara.timers import (
+from elara.skills.timers import (
     CANCELLED,
     DONE,
     PENDING,

@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-import voice_clips
-from daemon_process import DaemonProcess, daemon_env
-from spec_reader import read_all
+
+from tests.rig import voice_clips
+from tests.rig.daemon_process import DaemonProcess, daemon_env
+from tests.spec_reader import read_all
 
 KEY = "end-to-end key"
 

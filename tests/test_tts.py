@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from voice_clips import resample
 
 from elara.audio.frames import AudioClip
 from elara.errors import ModelNotFoundError
 from elara.voice.models import resolve_voice
 from elara.voice.tts import PiperSynthesizer, speakable
+from tests.rig.voice_clips import resample
 
 
 def test_synthesize_returns_int16_at_the_voice_rate_of_plausible_length(synthesizer):

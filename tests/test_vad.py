@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from voice_clips import concat, espeak_speech, frames, noise, piper_speech, silence, with_noise
 
 from elara.audio.frames import AudioFrame
 from elara.errors import ModelNotFoundError
 from elara.voice.vad import EnergyVad, SileroVad, VoiceActivity, create_vad
+from tests.rig.voice_clips import concat, espeak_speech, frames, noise, piper_speech, silence, with_noise
 
 QUESTION = "What is the weather like in Paris tomorrow?"
 

@@ -33,7 +33,7 @@ def test_say_to_a_file_then_transcribe_it(env, tmp_path):
 
 
 def test_transcribe_rejects_silence_and_bad_files(env, tmp_path):
-    import voice_clips
+    from tests.rig import voice_clips
 
     silent = voice_clips.write_wav(tmp_path / "silence.wav", voice_clips.silence(2.0))
     done = elara(env, "transcribe", str(silent))

@@ -7,14 +7,14 @@ import time
 from dataclasses import replace
 
 import pytest
-import voice_clips
 
-from elara import dialogue as d
 from elara.audio.capture import Microphone
 from elara.audio.playback import Speaker
 from elara.config import load_settings
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
+from elara.service.wiring import make_language_model, make_orchestrator
+from elara.voice import dialogue as d
 from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop, VoiceParts, strip_wake_phrase
 from elara.voice.speech import SpeechSink, first_chunk
@@ -22,7 +22,7 @@ from elara.voice.stt import phantom_reason
 from elara.voice.turn import TurnJudge, TurnThresholds
 from elara.voice.vad import SileroVad
 from elara.voice.wake import WakeWordDetector
-from elara.wiring import make_language_model, make_orchestrator
+from tests.rig import voice_clips
 
 FOLLOW_UP = 2.0
 

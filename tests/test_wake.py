@@ -6,7 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from voice_clips import (
+
+from elara.audio.frames import FRAME_SECONDS
+from elara.errors import ModelNotFoundError
+from elara.voice.models import resolve_wake_word
+from elara.voice.wake import WakeDetection, WakeWordDetector
+from tests.rig.voice_clips import (
     ESPEAK_VOICES,
     concat,
     espeak_speech,
@@ -16,11 +21,6 @@ from voice_clips import (
     silence,
     with_noise,
 )
-
-from elara.audio.frames import FRAME_SECONDS
-from elara.errors import ModelNotFoundError
-from elara.voice.models import resolve_wake_word
-from elara.voice.wake import WakeDetection, WakeWordDetector
 
 LEAD = 1.0  # seconds of silence before the speech in every clip
 

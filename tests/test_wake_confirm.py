@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
 
 from elara.errors import ModelLoadError
-from elara.runtime import transcript_confirmer, wire_wake_check
+from elara.service.runtime import transcript_confirmer, wire_wake_check
 from elara.voice.remote import FailoverTranscriber, ServiceHealth
 from elara.voice.stt import PhraseCheck, Transcriber, Transcript
 from elara.voice.wake import (
     CONFIDENT_LOG_ODDS,
     CONFIRM_AFTER_FRAMES,
     CONFIRM_LOG_ODDS,
-    OVER_HER_CONFIRM_FROM,
+    DURING_PLAYBACK_CONFIRM_FROM,
     RECHECK_RISE,
     WakeWordDetector,
     names_wake_word,
@@ -23,6 +22,7 @@ from elara.voice.wake import (
     says_wake_phrase,
     spoken_wake_phrase,
 )
+from tests.rig.voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
 
 
 @pytest.mark.parametrize(("text", "heard"), [
@@ -215,17 +215,17 @@ def test_over_her_doubtful_scores_are_checked_only_from_the_floor_her_echo_was_m
     detector = WakeWordDetector([hey_jarvis_path], threshold=0.7, confirm_from=0.001)
     detector.confirm_with(Recorder(False))
     low = [0.0, 0.002, 0.003, 0.004, 0.003, 0.002, 0.0, 0.0, 0.0, 0.0]
-    assert OVER_HER_CONFIRM_FROM == 0.005
+    assert DURING_PLAYBACK_CONFIRM_FROM == 0.005
     assert scripted(detector, low) == pytest.approx([0.40])  # where she is silent: asked
     detector.reset()
-    detector.over_her = True
+    detector.during_playback = True
     assert scripted(detector, low) == []
     detector.reset()
     assert scripted(detector, [0.0, 0.002, 0.006, 0.004, 0.0, 0.0, 0.0, 0.0]) == pytest.approx([0.48])
     # A ConfirmFrom above the floor stands over her too.
     detector = WakeWordDetector([hey_jarvis_path], threshold=0.7, confirm_from=0.05)
     detector.confirm_with(Recorder(False))
-    detector.over_her = True
+    detector.during_playback = True
     assert scripted(detector, [0.0, 0.006, 0.02, 0.04, 0.0, 0.0, 0.0, 0.0]) == []
 
 
@@ -233,7 +233,7 @@ def test_over_her_a_confident_score_wakes_without_the_check(hey_jarvis_path):
     detector = WakeWordDetector([hey_jarvis_path], threshold=0.4, confirm_from=0.05, confirm_confident=True)
     confirmer = Recorder(False)
     detector.confirm_with(confirmer)
-    detector.over_her = True
+    detector.during_playback = True
     found = run(detector, CLIP)
     assert len(found) == 1 and found[0].score >= 0.4
     assert True not in confirmer.confident  # no confident score was put to the check
@@ -337,7 +337,7 @@ def shipped():
 
 
 def paused(voice: str, speed: int) -> np.ndarray:
-    from voice_clips import espeak_ssml
+    from tests.rig.voice_clips import espeak_ssml
 
     return espeak_ssml('<speak>Hey <break time="400ms"/> Jarvis</speak>', voice=voice, speed=speed)
 

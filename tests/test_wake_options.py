@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from voice_clips import concat, espeak_speech, espeak_ssml, frames, piper_speech, silence, with_noise
 
 from elara.voice.wake import WakeWordDetector
+from tests.rig.voice_clips import (
+    concat,
+    espeak_speech,
+    espeak_ssml,
+    frames,
+    piper_speech,
+    silence,
+    with_noise,
+)
 
 OPTIONS = {
     "speex": {"speex_noise_suppression": True},
@@ -75,12 +83,12 @@ def test_a_pause_longer_than_a_second_and_her_voice_are_left_to_the_model(hey_ja
     # "Hey", 1.5 s, "Jarvis" are two things said, not a phrase with a pause in it.
     assert best_score(shortened, paused_phrase(1500)) == best_score(plain, paused_phrase(1500))
     # While she speaks, what is left of her voice counts as speech, so only the model's score counts.
-    shortened.over_her = True
+    shortened.during_playback = True
     assert best_score(shortened, paused_phrase(500)) == best_score(plain, paused_phrase(500))
     # Speech without the phrase scores no higher than it would.
     talk = concat(silence(1.0), espeak_speech("Hey, are you coming to dinner or not? The dog needs a walk."),
                   silence(1.0))
-    shortened.over_her = False
+    shortened.during_playback = False
     assert best_score(shortened, talk)[0] < 0.01
 
 

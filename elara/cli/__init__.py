@@ -11,7 +11,7 @@ from elara.cli import config_cmd, conversation, doctor, history, service, timers
 from elara.cli import memory as memory_cli
 from elara.config import load_settings_with_sources
 from elara.errors import ElaraError
-from elara.logs import configure
+from elara.service.logs import configure
 
 log = logging.getLogger(__name__)
 

@@ -8,19 +8,19 @@ import logging
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from elara import wiring
 from elara.cli.timers import tell_daemon
 from elara.conversation.messages import PromptReady
 from elara.conversation.store import ConversationStore
 from elara.errors import ElaraError
+from elara.service import wiring
 from elara.settings import Settings
-from elara.timers import TimerBook
+from elara.skills.timers import TimerBook
 
 if TYPE_CHECKING:  # loaded when a turn runs, not for every command's start-up
-    from elara.commands import LocalCommands
+    from elara.brain.orchestrator import SentenceSink
+    from elara.brain.providers import Provider
     from elara.memory.manager import Memory
-    from elara.orchestrator import SentenceSink
-    from elara.providers import Provider
+    from elara.skills.commands import LocalCommands
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elara.doctor import Check, run_checks
 from elara.errors import ElaraError
+from elara.service.doctor import Check, run_checks
 from elara.settings import Settings
 
 __all__ = ["add_commands", "format_check", "run_checks"]

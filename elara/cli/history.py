@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from pathlib import Path
 
-from elara import keys, wiring
 from elara.cli.memory import reload_daemon_memory
 from elara.conversation.messages import ChatMessage
 from elara.conversation.rekey import rekey as rekey_store
 from elara.conversation.store import encode_message
 from elara.memory.retention import forget_before
-from elara.paths import status_socket
+from elara.service import keys, wiring
+from elara.service.paths import status_socket
 from elara.settings import Settings
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elara import wiring
 from elara.errors import DaemonNotRunning
 from elara.memory.facts import FactBook
-from elara.paths import status_socket
+from elara.service import wiring
+from elara.service.paths import status_socket
+from elara.service.status import query_status
 from elara.settings import Settings
-from elara.status import query_status
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

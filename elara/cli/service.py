@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from elara.paths import status_socket
+from elara.service.paths import status_socket
+from elara.service.status import query_status
 from elara.settings import Settings
-from elara.status import query_status
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

@@ -6,13 +6,14 @@ import argparse
 import sys
 from datetime import datetime
 
-from elara import spoken, wiring
 from elara.conversation.prompts import utc_now
 from elara.errors import DaemonNotRunning
-from elara.paths import status_socket
+from elara.service import wiring
+from elara.service.paths import status_socket
+from elara.service.status import query_status
 from elara.settings import Settings
-from elara.status import query_status
-from elara.timers import CANCELLED, Timer, TimerBook
+from elara.skills import spoken
+from elara.skills.timers import CANCELLED, Timer, TimerBook
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

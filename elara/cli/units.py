@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from elara.units import (
+from elara.service.units import (
     PROTECT_HOME,
     REPO,
     SYSTEM_UNIT,
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(problem)
             return 1 if problems else 0
         from elara.config import load_settings
-        from elara.wiring import store_root
+        from elara.service.wiring import store_root
 
         config = args.config
         if config is None and args.unit is not None and args.unit.is_file():

@@ -29,8 +29,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from elara.daemon import Daemon
-    from elara.openmp import prepare_openmp
+    from elara.service.daemon import Daemon
+    from elara.service.openmp import prepare_openmp
 
     prepare_openmp()  # while this is the only thread
     return asyncio.run(Daemon(settings, args.config, args.config_sources.files).run())
@@ -80,10 +80,11 @@ def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
 
 def _models(args: argparse.Namespace, settings: Settings) -> int:
     from elara.errors import ElaraError
+    from elara.service.paths import default_models_dirs
     from elara.voice import models
     from elara.voice.engines import check_loads
 
-    dirs = models.default_models_dirs()
+    dirs = default_models_dirs()
     selected = set()
     failures = 0
     try:
@@ -117,7 +118,7 @@ def _models(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _fsm(args: argparse.Namespace, settings: Settings) -> int:
-    from elara.dialogue import Dialogue
+    from elara.voice.dialogue import Dialogue
 
     dialogue = Dialogue.from_settings(settings.listening, settings.audio)
     print(dialogue.to_dot() if args.dot else dialogue.describe())

@@ -109,7 +109,7 @@ class FileRecorder:
 
 def _enroll(args: argparse.Namespace, settings: Settings) -> int:
     from elara.config import DEFAULT_FILE
-    from elara.paths import config_home
+    from elara.service.paths import config_home
     from elara.voice.engines import load_wake
     from elara.voice.enroll import Enrollment, add_verifier_to_config, enroll
 

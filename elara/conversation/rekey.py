@@ -23,7 +23,7 @@ from elara.conversation.crypto import (
 )
 from elara.conversation.store import NAME_PATTERN, TEMP_PREFIX
 from elara.errors import StoreError
-from elara.files import fsync_dir, remove_quietly, write_temp
+from elara.service.files import fsync_dir, remove_quietly, write_temp
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from elara.conversation.crypto import (
 )
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.errors import StoreError, WrongKeyError
-from elara.files import fsync_dir, remove_quietly, write_temp
+from elara.service.files import fsync_dir, remove_quietly, write_temp
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ The speaker records every block it plays by when it is heard (`PlaybackHistory`)
 and hands both to the canceller. Two cancellers sit behind one Protocol (`Audio.EchoCanceller`):
 speexdsp's MDF filter with its residual-echo suppressor (`speex`, the default), through ctypes on
 Debian's libspeexdsp1, and WebRTC's AEC3 (`webrtc`, pywebrtc-audio). Measured by
-`scripts/bench_echo.py`: both take her echo down by 25–50 dB, but AEC3 also crushes a person
+`bench/echo.py`: both take her echo down by 25–50 dB, but AEC3 also crushes a person
 talking over her (7 of 36 "stop"s heard through it, against 29 of 36 through speexdsp), and
 hearing the person over her is what echo cancellation is for here.
 
@@ -57,7 +57,7 @@ TIMELINE_SETTLE_SECONDS = 2.0
 BARGE_IN_MARGIN_DB = 6.0
 #: the same for a frame to count as someone speaking over her (the start of a possible "stop"):
 #: what is left of her voice comes and goes around its average, so a frame needs more
-SPEECH_OVER_HER_MARGIN_DB = 12.0
+SPEECH_OVER_PLAYBACK_MARGIN_DB = 12.0
 
 
 #: her latest frames lined up against what she played when a frame stands above what cancelling
@@ -68,7 +68,7 @@ MOVED_MIN_FRAMES = 3
 #: how far from where the filter learns it that look must find her echo to count as moved: as far
 #: as the reference is realigned for. A live loopback moved 3 ms between replies, which undid
 #: speexdsp's cancelling and, at 4 ms, passed for the person going on at every such move
-#: (`scripts/bench_echo.py --moving-path --move-echo-ms 3`); a room's reflections a millisecond or
+#: (`bench/echo.py --moving-path --move-echo-ms 3`); a room's reflections a millisecond or
 #: two from the direct sound are kept from passing for a move by the likeness below
 MOVED_SECONDS = REALIGN_SECONDS
 #: how clearly: `estimate_delay`'s peak over the rest (the once-a-second measure asks 5 of a
@@ -81,7 +81,7 @@ MOVED_CLARITY = 8.0
 #: found nothing alike)
 MOVED_LIKENESS = 2.0
 #: … and at least this much (people over her measured at most 0.07 in a reverberant room, her
-#: moved echo there 0.2–0.55, and 1.0 through a loopback: `scripts/bench_echo.py --moving-path`)
+#: moved echo there 0.2–0.55, and 1.0 through a loopback: `bench/echo.py --moving-path`)
 MOVED_MIN_LIKENESS = 0.15
 #: … over her latest frames alone (a move in the window's middle leaves its start alike at the old)
 MOVED_LIKENESS_FRAMES = 2
@@ -118,7 +118,7 @@ SETTLE_FRAMES = 25
 #: over those frames): a microphone that hardly hears her at all has no echo for AEC3 to take, and
 #: AEC3 would take most of a person talking over her (a thinking pause's last words, gone on over
 #: her reply, lost: 7 to 20 dB of them, and Whisper heard none)
-LEFT_OF_HER_DB = -30.0
+UNHEARD_PLAYBACK_DB = -30.0
 
 
 def make_canceller(kind: str = "speex") -> Canceller:
@@ -143,7 +143,7 @@ class LearningCanceller:
     AEC3 takes her echo away within half a second but also most of a person talking over her;
     speexdsp's adaptive filter lets the person through but needs several seconds of her voice to
     learn the room. Both run on every frame; the output is AEC3's until speexdsp has
-    taken `LEARNT_ERLE_DB` away over a stretch of her voice (or leaves less than `LEFT_OF_HER_DB` of
+    taken `LEARNT_ERLE_DB` away over a stretch of her voice (or leaves less than `UNHEARD_PLAYBACK_DB` of
     it: a microphone that hardly hears her) and stopped getting better, and speexdsp's from then on
     (again AEC3's after `reset`, a new device)."""
 
@@ -183,7 +183,7 @@ class LearningCanceller:
                 left_db = 20 * math.log10(float(np.median(self._left)) + 1e-6)
                 log.debug("echo cancellation: speexdsp learning, %.1f dB (%.0f dB of her voice left)",
                           self._erle_db, left_db)
-                if (self._erle_db >= LEARNT_ERLE_DB or left_db <= LEFT_OF_HER_DB) \
+                if (self._erle_db >= LEARNT_ERLE_DB or left_db <= UNHEARD_PLAYBACK_DB) \
                         and self._erle_db - self._last_erle_db < SETTLED_DB:
                     self.learnt = True
                     log.info("echo cancellation: speexdsp has learnt the room (%.0f dB taken away, "
@@ -293,8 +293,8 @@ def is_barge_in(near_rms: float, far_rms: float, erle_db: float,
     return near_rms > residual * 10 ** (margin_db / 20)
 
 
-def is_speech_over_her(near_rms: float, far_rms: float, erle_db: float, residual_ratio: float | None,
-                       margin_db: float = SPEECH_OVER_HER_MARGIN_DB) -> bool:
+def is_speech_over_playback(near_rms: float, far_rms: float, erle_db: float, residual_ratio: float | None,
+                       margin_db: float = SPEECH_OVER_PLAYBACK_MARGIN_DB) -> bool:
     """Is a frame of speech while she talks the person's? Yes when the cleaned level `near_rms`
     stands `margin_db` above what cancelling has lately left of her voice (`residual_ratio`: the
     cleaned level per unit of far-end level, measured); until that is measured, `is_barge_in`'s
@@ -384,8 +384,8 @@ class EchoFilter:
         self._levels.append((out_rms, far_rms))
         self._mic_rms = near_rms
         # A frame that would pass for someone over her voice may be her own, the path moved.
-        over_her = (far_rms >= FAR_ACTIVE_RMS and not self._remeasuring
-                    and is_speech_over_her(out_rms, far_rms, self.erle_db, self.residual_ratio()))
+        during_playback = (far_rms >= FAR_ACTIVE_RMS and not self._remeasuring
+                    and is_speech_over_playback(out_rms, far_rms, self.erle_db, self.residual_ratio()))
         if far_rms >= FAR_ACTIVE_RMS:
             self._residuals.append(out_rms / far_rms)
             self._heard.append(near_rms / far_rms)
@@ -396,9 +396,9 @@ class EchoFilter:
             # A microphone that doesn't hear her has no echo delay: all a second of her voice
             # correlates with is someone talking over her (28-355 ms measured, each realignment
             # keeping a person going on over her unheard until her residual was measured again).
-            if self._hears_her():
+            if self._hears_playback():
                 self._measure_delay(far, near, far_rms)
-        if over_her:
+        if during_playback:
             self.moved()
         if self.counters.processed % 25 == 0:
             log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",
@@ -429,13 +429,13 @@ class EchoFilter:
         cancelling leaves of her voice? Until then that can be as loud as a person."""
         return not self._remeasuring and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
 
-    def person_over_her(self, at: float) -> bool:
+    def person_over_playback(self, at: float) -> bool:
         """Is the speech in the last frame cleaned (captured at `at`) the person's, over her voice?
         Only where her echo path has held still (`settled`: a move seen by `clean` unsettles
         it); then where she is silent, or standing above what cancelling leaves of her voice."""
         near, far = self.recent_levels(1)
         settled, residual = self.settled(at), self.residual_ratio()
-        theirs = settled and is_speech_over_her(near, far, self.erle_db, residual)
+        theirs = settled and is_speech_over_playback(near, far, self.erle_db, residual)
         log.debug("over her? level %.0f (%.0f before cancelling) over hers %.0f (left of her: %s, settled: %s): %s",
                   near, self._mic_rms, far, "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
         return theirs
@@ -446,7 +446,7 @@ class EchoFilter:
         frames show a plain echo of what she played, but not where the filter learns it, so the
         frame is her voice uncancelled. The reference is then realigned at once, and what
         cancelling leaves of her voice measured again (`settled` is False until it is)."""
-        if (self._target is None or len(self._recent) < MOVED_MIN_FRAMES or not self._hears_her()):
+        if (self._target is None or len(self._recent) < MOVED_MIN_FRAMES or not self._hears_playback()):
             return False
         near = np.concatenate([n for _, n in self._recent])
         # what she played from `_max_lag` before the first of these frames on: near sample t
@@ -488,13 +488,13 @@ class EchoFilter:
             return None
         return float(np.median(self._residuals))
 
-    def _hears_her(self) -> bool:
-        """Does the microphone hear her voice at all: louder than `LEFT_OF_HER_DB` under her own
+    def _hears_playback(self) -> bool:
+        """Does the microphone hear her voice at all: louder than `UNHEARD_PLAYBACK_DB` under her own
         level, before cancelling, in the quietest tenth of her recent frames (someone talking
         over her, even most of the time, only adds to the rest)? True until measured."""
         if len(self._heard) < RESIDUAL_MIN_FRAMES:
             return True
-        return float(np.percentile(self._heard, 10)) > 10 ** (LEFT_OF_HER_DB / 20)
+        return float(np.percentile(self._heard, 10)) > 10 ** (UNHEARD_PLAYBACK_DB / 20)
 
     def reset(self) -> None:
         """Start over (a new microphone or speaker)."""

@@ -18,8 +18,14 @@ import numpy as np
 
 from elara.audio.frames import FRAME_SAMPLES, AudioFrame
 from elara.errors import ConfigError, ElaraError, ModelLoadError, ModelNotFoundError, SpeechServiceError
-from elara.paths import config_home
-from elara.settings import Settings, SpeechToTextSettings, TextToSpeechSettings, WakeWordSettings
+from elara.service.paths import config_home, default_models_dirs
+from elara.settings import (
+    Settings,
+    SpeechToTextSettings,
+    TextToSpeechSettings,
+    WakeWordSettings,
+    parse_engine,
+)
 from elara.voice import models
 from elara.voice.denoise import NoiseSuppressor
 from elara.voice.models import ModelRecord
@@ -31,7 +37,6 @@ from elara.voice.remote import (
     WyomingSynthesizer,
     WyomingTranscriber,
     describe_info,
-    parse_engine,
 )
 from elara.voice.stt import Transcriber
 from elara.voice.tts import PiperSynthesizer
@@ -100,14 +105,14 @@ def silero_vad(record: ModelRecord) -> SileroVad:
 
 def load_wake(settings: Settings, *, verifiers: bool = True) -> WakeWordDetector:
     """The configured wake-word models, loaded, with their verifiers unless `verifiers` is False."""
-    records = models.resolve_wake_words(settings.wake_word.models, models.default_models_dirs())
+    records = models.resolve_wake_words(settings.wake_word.models, default_models_dirs())
     loaded = [WakeVerifier.load(p) for p in verifier_paths(settings.wake_word)] if verifiers else []
     return wake_detector(records, settings.wake_word, loaded)
 
 
 def load_transcriber(settings: Settings) -> Transcriber:
     """The configured Whisper model, loaded."""
-    record = models.resolve_whisper(settings.speech_to_text.model, models.default_models_dirs())
+    record = models.resolve_whisper(settings.speech_to_text.model, default_models_dirs())
     return transcriber(record, settings.speech_to_text)
 
 
@@ -124,14 +129,14 @@ def load_second_check(settings: Settings) -> Transcriber | None:
                        and parse_engine(stt.engine) is None)
     if not name or (wake.confirm_from <= 0 and not reads_questions) or name == stt.model.strip():
         return None
-    record = models.resolve_whisper(name, models.default_models_dirs(), key=SECOND_CHECK_KEY)
+    record = models.resolve_whisper(name, default_models_dirs(), key=SECOND_CHECK_KEY)
     return Transcriber(record.path, language="en", beam_size=wake.confirm_beam_size,
                        window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold)
 
 
 def load_synthesizer(settings: Settings) -> PiperSynthesizer:
     """The configured Piper voice, loaded."""
-    record = models.resolve_voice(settings.text_to_speech.voice, models.default_models_dirs())
+    record = models.resolve_voice(settings.text_to_speech.voice, default_models_dirs())
     return synthesizer(record, settings.text_to_speech)
 
 

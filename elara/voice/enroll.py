@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from elara.errors import ConfigError, EnrollmentError
-from elara.files import replace_file
+from elara.service.files import replace_file
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier, train
 from elara.voice.wake import WakeWordDetector
 
@@ -32,7 +32,7 @@ OTHER_SECONDS = 6.0
 _OFFSETS = (0, 320, 640, 960)
 #: Near misses of "Hey Jarvis", said by Elara's own voice during enrollment and trained on as other
 #: speech, so the verifier learns the phrase itself and not only "something like it". (Kept apart
-#: from scripts/bench_wake.py's sound-alikes, which judge it.)
+#: from bench/wake.py's sound-alikes, which judge it.)
 NEAR_MISSES = (
     "Hey Harvard.", "Hey Carla.", "Hey Janet.", "Hey Darwin.", "Hey Marty.", "Hey Arthur.", "Hey Curtis.",
     "Hey Marvel.", "A jar, please.", "Hey garlic.", "Hey Jack.", "Hey Charlie.", "Hey Jenny.", "Hay bales.",

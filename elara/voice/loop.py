@@ -24,13 +24,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from elara import dialogue as d
-from elara.announcements import APOLOGY, Announcement, Announcer, chime
 from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, SAMPLE_RATE, AudioClip, AudioFrame
+from elara.brain.orchestrator import TurnResult
 from elara.conversation.messages import PromptReady
 from elara.errors import ElaraError, LanguageModelError
-from elara.orchestrator import TurnResult
-from elara.voice.echo import SPEECH_OVER_HER_MARGIN_DB, EchoFilter, is_barge_in
+from elara.skills.announcements import APOLOGY, Announcement, Announcer, chime
+from elara.voice import dialogue as d
+from elara.voice.echo import SPEECH_OVER_PLAYBACK_MARGIN_DB, EchoFilter, is_barge_in
 from elara.voice.endpoint import (
     SILENCE,
     EarlyEnd,
@@ -69,7 +69,7 @@ class WakeWord(Protocol):
     #: Wakes handed to the Whisper check ("asked") and those it confirmed ("confirmed").
     confirmations: dict[str, int]
     #: True while she speaks (the loop sets it): the engine may then wake sooner, unchecked.
-    over_her: bool
+    during_playback: bool
 
     def process(self, frame: AudioFrame) -> WakeDetection | None:
         """A detection, or None."""
@@ -359,7 +359,7 @@ class VoiceLoop:
         self._maybe_announce()
         if self._listening:
             await self._feed_segmenter(frame)
-        elif self._go_on is None or not await self._went_on(frame):
+        elif self._go_on is None or not await self._watch_going_on(frame):
             state = self.state
             if state == d.IDLE or (state in (d.SPEAKING, d.ANNOUNCING) and self.parts.dialogue.barge_in):
                 await self._feed_wake_word(frame)
@@ -427,7 +427,7 @@ class VoiceLoop:
         if self._wake_heard:
             self._wake_heard = False
             self.parts.wake.reset()  # else the phrase, still in its window, would wake her again
-        self.parts.wake.over_her = self.state != d.IDLE
+        self.parts.wake.during_playback = self.state != d.IDLE
         detection = await asyncio.to_thread(self.parts.wake.process, frame)
         if detection is None:
             return
@@ -437,17 +437,17 @@ class VoiceLoop:
             return
         if self.state != d.IDLE and echo is not None:
             near, far = echo.recent_levels(_WAKE_WINDOW_FRAMES)
-            if self._hers(detection.name, near, far, self.parts.speech.recent_text(_HER_WORDS_SECONDS)):
+            if self._explained_by_playback(detection.name, near, far, self.parts.speech.recent_text(_PLAYED_WORDS_SECONDS)):
                 self.parts.wake.reset()
                 return
-        self._woken(detection.name, detection.at, f"score {detection.score:.2f}")
+        self._on_wake(detection.name, detection.at, f"score {detection.score:.2f}")
 
-    def _hers(self, name: str, near: float, far: float, her_words: str) -> bool:
+    def _explained_by_playback(self, name: str, near: float, far: float, played_words: str) -> bool:
         """Could her own voice explain wake word `name` heard over her (counted and logged if so)?
         It is the user's only if louder than what cancelling can leave of hers, and never just
         after she said the wake word's name herself."""
         echo = self.parts.echo
-        if names_wake_word(her_words, name, similarity=_HER_WAKE_SIMILARITY):
+        if names_wake_word(played_words, name, similarity=_PLAYED_WAKE_SIMILARITY):
             why = "she just said it"
         elif echo is not None and not is_barge_in(near, far, echo.erle_db):
             why = f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB"
@@ -457,7 +457,7 @@ class VoiceLoop:
         log.info("ignored a wake word while speaking: her own voice could explain it (%s)", why)
         return True
 
-    def _woken(self, name: str, at: float, how: str) -> None:
+    def _on_wake(self, name: str, at: float, how: str) -> None:
         """Wake word `name`, heard at `at`, counts: start listening (over her reply, a barge-in)."""
         log.info("wake word %s (%s)", name, how)
         self._wake_heard = True
@@ -518,7 +518,7 @@ class VoiceLoop:
 
     # -- the person going on after the pause taken for the end --------------------------------
 
-    async def _went_on(self, frame: AudioFrame) -> bool:
+    async def _watch_going_on(self, frame: AudioFrame) -> bool:
         """Watch the moments after the turn was taken as over: the person going on with it drops
         the reply begun (heard or not) and listens on, their first words kept. True if so."""
         go_on, parts = self._go_on, self.parts
@@ -533,7 +533,7 @@ class VoiceLoop:
             # Over her voice, speech is what stands above what cancelling leaves of hers; just
             # after a gap in her voice that can be her own (each drop would start her again, and
             # again, never long enough for the canceller to relearn).
-            is_speech = await asyncio.to_thread(parts.echo.person_over_her, frame.captured_at)
+            is_speech = await asyncio.to_thread(parts.echo.person_over_playback, frame.captured_at)
             log.debug("going on? speech (%.2f): %s", probability, is_speech)
         elif is_speech and self.state == d.SPEAKING:
             is_speech = False  # her own voice, uncancelled, is all the microphone may hear
@@ -611,7 +611,7 @@ class VoiceLoop:
         if is_speech and parts.echo is not None:
             # Speech over her voice is speech louder than what cancelling leaves of her voice.
             near, far = parts.echo.recent_levels(1)
-            is_speech = is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_HER_MARGIN_DB)
+            is_speech = is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_PLAYBACK_MARGIN_DB)
         candidate = self._spotter.feed(frame.duration, is_speech)
         if candidate is None:
             return
@@ -631,7 +631,7 @@ class VoiceLoop:
         samples = np.concatenate([f.samples for f in frames])
         near, far = (parts.echo.recent_levels(last - int(candidate.start / FRAME_SECONDS))
                      if parts.echo is not None else (0.0, 0.0))
-        her_words = parts.speech.recent_text(_HER_WORDS_SECONDS)
+        played_words = parts.speech.recent_text(_PLAYED_WORDS_SECONDS)
         self.counters.stop_checks += 1
         # She falls silent while the words are checked, as a person interrupted does: a "stop"
         # is then obeyed at once, and anything else costs her a pause of a fifth of a second.
@@ -639,13 +639,13 @@ class VoiceLoop:
         if pause:
             parts.speech.pause()
         self._stop_check = asyncio.create_task(
-            self._check_stop(samples, near, far, her_words, epoch, parts, pause, at), name="stop-check")
+            self._check_stop(samples, near, far, played_words, epoch, parts, pause, at), name="stop-check")
 
-    async def _check_stop(self, samples: np.ndarray, near: float, far: float, her_words: str,
+    async def _check_stop(self, samples: np.ndarray, near: float, far: float, played_words: str,
                           epoch: int, parts: VoiceParts, paused: bool, at: float) -> None:
         heard: str | None = None
         try:
-            heard = await self._read_over_her(samples, near, far, her_words, epoch, parts)
+            heard = await self._read_over_playback(samples, near, far, played_words, epoch, parts)
         finally:
             if paused and heard is None:
                 parts.speech.resume()
@@ -655,13 +655,13 @@ class VoiceLoop:
         if heard is not None:
             # The wake phrase alone, read as it came: she is silent already, so listen now
             # rather than let her go on until the wake word's own check is done.
-            self._woken(heard, at, "read alone over her by the \"stop\" reader")
+            self._on_wake(heard, at, "read alone over her by the \"stop\" reader")
             return
         waiting, self._stop_next = self._stop_next, None
         if waiting is not None and waiting[1] == self._spot_epoch:
             self._check_stop_soon(waiting[0])
 
-    async def _read_over_her(self, samples: np.ndarray, near: float, far: float, her_words: str,
+    async def _read_over_playback(self, samples: np.ndarray, near: float, far: float, played_words: str,
                              epoch: int, parts: VoiceParts) -> str | None:
         """What the words over her voice ask, still when the check is done: `_STOP`, the name of
         the wake word said alone (while she speaks, with barge-in on), or None."""
@@ -677,7 +677,7 @@ class VoiceLoop:
             return None
         text = strip_wake_phrase(transcript.text, parts.wake_phrases)
         ringing = self.announcer is not None and bool(self.announcer.ringing)
-        if heard_stop(text, her_words, ringing=ringing):
+        if heard_stop(text, played_words, ringing=ringing):
             if parts.echo is not None and not is_barge_in(near, far, parts.echo.erle_db):
                 self.counters.self_stops_suppressed += 1
                 log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)", near, far)
@@ -687,7 +687,7 @@ class VoiceLoop:
         if phrase is None or not parts.dialogue.barge_in or self.state not in (d.SPEAKING, d.ANNOUNCING):
             return None
         name = phrase.replace(" ", "_")
-        return None if self._hers(name, near, far, her_words) else name
+        return None if self._explained_by_playback(name, near, far, played_words) else name
 
     def _stop_heard(self) -> None:
         """The person said "stop": silence the reply or the ringing, start no turn, ask nothing."""
@@ -1080,18 +1080,18 @@ _WAKE_WINDOW_FRAMES = 12
 _SPOT_FRAMES = 40
 #: frames before a candidate's first speech given to Whisper with it
 _SPOT_LEAD_FRAMES = 3
-#: what `_read_over_her` returns for "stop" (a wake word's name has no spaces)
+#: what `_read_over_playback` returns for "stop" (a wake word's name has no spaces)
 _STOP = "stop said"
 #: how far back her own words count as what a "stop" or a wake heard could be an echo of
-_HER_WORDS_SECONDS = 3.0
+_PLAYED_WORDS_SECONDS = 3.0
 #: how alike a word she said must be to the wake word's name to explain a wake ("Jervis" is,
 #: "Paris" is not): her words are exact, not Whisper's guesses
-_HER_WAKE_SIMILARITY = 0.8
+_PLAYED_WAKE_SIMILARITY = 0.8
 
 
 #: of a pause the person went on after, what Whisper hears beyond the words' own tail: the more,
 #: the more often tiny.en ends at the pause ("How far is it from Paris?" for "… Paris … to
-#: Berlin?"); scripts/bench_going_on.py read on past it in 136 / 136 / 135 / 126 of 140 questions
+#: Berlin?"); bench/going_on.py read on past it in 136 / 136 / 135 / 126 of 140 questions
 #: with 0 / 1 / 2 / 5 frames, 127 with the whole pause
 _PAUSE_KEPT_FRAMES = 1
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from types import ModuleType
 
 from elara.errors import ModelLoadError, ModelNotFoundError
-from elara.paths import cache_root, config_home
+from elara.service.paths import cache_root, package_dir
 
 log = logging.getLogger(__name__)
 
@@ -82,23 +82,6 @@ def friendly_wake_name(path: Path | str) -> str:
     return _VERSION_SUFFIX.sub("", stem)
 
 
-def default_models_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
-    """Where relative model paths are looked up: the user's and the repository's `models/`.
-
-    `$XDG_DATA_HOME/elara/models` (default `~/.local/share/elara/models`), `<config home>/models`
-    (`~/.config/elara/models`) and, in a source checkout, `<repo>/models`. Missing ones are kept
-    (they may be created later) but cost nothing.
-    """
-    env = os.environ if env is None else env
-    data = env.get("XDG_DATA_HOME", "").split(":")[0].strip()
-    data_home = Path(data) if data else Path.home() / ".local" / "share"
-    dirs = [data_home / "elara" / "models", config_home(env) / "models"]
-    repo = Path(__file__).resolve().parents[2]
-    if (repo / "pyproject.toml").is_file():
-        dirs.append(repo / "models")
-    return dirs
-
-
 # ---------------------------------------------------------------------------------------------
 # helpers
 
@@ -118,17 +101,6 @@ def _where(models_dirs: Sequence[Path]) -> str:
 
 def _looks_like_path(value: str) -> bool:
     return "/" in value or value.startswith("~") or value.endswith((".onnx", ".tflite"))
-
-
-def package_dir(module: str) -> Path | None:
-    """Where an installed package lives, found without importing it (engines are slow to import)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def _data_package(module: str) -> ModuleType | None:

@@ -23,62 +23,24 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
-from urllib.parse import urlparse
 
 import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE, AudioClip
 from elara.errors import SpeechServiceError
+from elara.settings import ServiceAddress
 from elara.voice.stt import Transcript
 from elara.voice.tts import speakable
 
 log = logging.getLogger(__name__)
 
-LOCAL = "local"
 #: Samples of 16 kHz audio sent per audio-chunk event (a quarter of a second).
 CHUNK_SAMPLES = 4_000
 #: Seconds a connection may take to open; a service that is down fails fast.
 CONNECT_SECONDS = 2.0
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class ServiceAddress:
-    """Where a Wyoming service listens: a TCP host and port, or a Unix socket path."""
-
-    host: str | None = None
-    port: int | None = None
-    path: str | None = None
-
-    def __str__(self) -> str:
-        return f"unix://{self.path}" if self.path is not None else f"tcp://{self.host}:{self.port}"
-
-
-def parse_engine(value: str) -> ServiceAddress | None:
-    """`local` → None; `wyoming://host:port`, `tcp://host:port` or `unix:///path` → the address.
-
-    Raises ValueError saying what is expected when the value is none of these."""
-    text = value.strip()
-    if text.lower() == LOCAL:
-        return None
-    parsed = urlparse(text)
-    if parsed.scheme == "unix":
-        path = (parsed.netloc + parsed.path) if parsed.netloc else parsed.path
-        if not path:
-            raise ValueError(f"{value!r} names no socket file; expected unix:///path/to/socket")
-        return ServiceAddress(path=path)
-    if parsed.scheme in ("wyoming", "tcp"):
-        try:
-            port = parsed.port
-        except ValueError:
-            port = None
-        if not parsed.hostname or port is None:
-            raise ValueError(f"{value!r} needs a host and a port, such as wyoming://127.0.0.1:10300")
-        return ServiceAddress(host=parsed.hostname, port=port)
-    raise ValueError(f"{value!r}: expected local, wyoming://host:port or unix:///path")
 
 
 # ---------------------------------------------------------------------------------------------

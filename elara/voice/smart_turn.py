@@ -10,7 +10,7 @@ The model ships in the `pipecat-ai` wheel (`elara.voice.models.resolve_turn_mode
 without importing pipecat, which would pull in its ≈25 dependencies). The features come from
 faster-whisper's `FeatureExtractor`, which Elara already has: on the waveform pipecat normalises,
 with no end padding, it gives pipecat's own numpy features (`_whisper_features.py`) to float32
-rounding (see scripts/bench_turn.py --check-features).
+rounding (see bench/turn.py --check-features).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE
 from elara.errors import ModelLoadError, ModelNotFoundError
-from elara.openmp import prepare_openmp
+from elara.service.openmp import prepare_openmp
 from elara.voice.models import TURN_MODEL_KEY
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
-from elara import intents
+from elara.skills import intents
 from elara.voice.turn import said_wake_phrase
 
 if TYPE_CHECKING:
@@ -85,19 +85,19 @@ class StopSpotter:
         return StopCandidate(self._start, self._end)
 
 
-def heard_stop(text: str, her_words: str = "", *, ringing: bool = False) -> bool:
-    """Did the person say stop? `text` is what was heard; `her_words` what Elara was saying at the
+def heard_stop(text: str, played_words: str = "", *, ringing: bool = False) -> bool:
+    """Did the person say stop? `text` is what was heard; `played_words` what Elara was saying at the
     time: words she said herself (her "stop" heard back) never count. While a timer rings, "stop
     the timer" and "cancel the timer" count too."""
     said = intents.words(text)
-    if not said or set(said) <= set(intents.words(her_words)):
+    if not said or set(said) <= set(intents.words(played_words)):
         return False
     # Whisper tends to repeat a word heard alone ("Never mind. Never mind. Never"): the first
     # sentence is what was said.
     first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
     # What is left of her voice around the person's words is heard too ("Here's the stop." over
     # her "Here is the third part"): the words without hers at either end.
-    own = " ".join(_without_her_words(_stems(text), set(_stems(her_words))))
+    own = " ".join(_without_played_words(_stems(text), set(_stems(played_words))))
     return any(_means_stop(intents.match(words), ringing) for words in (text, first, own) if words)
 
 
@@ -111,7 +111,7 @@ def _stems(text: str) -> list[str]:
             if w.split("'")[0]]
 
 
-def _without_her_words(heard: list[str], hers: set[str]) -> list[str]:
+def _without_played_words(heard: list[str], hers: set[str]) -> list[str]:
     """`heard` without the words at its start and end that she was saying herself."""
     start, end = 0, len(heard)
     while start < end and heard[start] in hers:
@@ -131,7 +131,7 @@ def _means_stop(intent: intents.Intent | None, ringing: bool) -> bool:
 #: what cancelling leaves of her voice it misreads them ("It's top.", "that's it, huh?").
 TOLD_STOPS = ("Stop.", "Stop it.", "That's enough.", "Be quiet.", "Never mind.", "Okay, stop.")
 #: How much less likely than Whisper's own reading a stop command told may be and still stand
-#: (≈20 times); scripts/bench_echo.py measured it on stops, other words and her echo.
+#: (≈20 times); bench/echo.py measured it on stops, other words and her echo.
 TOLD_LOG_ODDS = -3.0
 #: How many more words than the stop command Whisper's own reading may have: a short command wins
 #: against a longer reading on length alone ("In-up-shad." for "Stop." where "Enough said." was said).

@@ -27,7 +27,7 @@ import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE
 from elara.errors import ModelLoadError, ModelNotFoundError
-from elara.openmp import prepare_openmp
+from elara.service.openmp import prepare_openmp
 from elara.voice.models import SPEECH_TO_TEXT_KEY
 
 if TYPE_CHECKING:

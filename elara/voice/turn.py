@@ -162,7 +162,7 @@ class PauseSignals:
 
 
 #: how long a doubtful pause waits when the person going on after she began is heard: the reply's
-#: first audio takes about as long, and going on later drops it (`scripts/bench_voice.py`)
+#: first audio takes about as long, and going on later drops it (`bench/voice.py`)
 UNCERTAIN_PAUSE_MS = 400
 #: … and when it isn't (no echo cancelling, a satellite's room): long enough for a thinking pause
 UNCERTAIN_PAUSE_UNHEARD_MS = 1300
@@ -287,7 +287,7 @@ def answer_ahead(judgment: Judgment | None, *, enabled: bool, is_question: bool)
 #: A reading the judgment doubts is read again (a wider beam) only when Whisper was this unsure
 #: of it: on bench_stt's 528 questions the doubtful readings below −0.7 (165) hold 3.5 of the
 #: 4.2 points of key words beam 5 adds; the other 175 doubtful ones hold 0.7, not worth ≈0.1 s
-#: each on every answer (`scripts/bench_stt.py`).
+#: each on every answer (`bench/stt.py`).
 READ_AGAIN_BELOW_LOGPROB = -0.7
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from elara.errors import ModelLoadError, ModelNotFoundError
-from elara.files import replace_file
+from elara.service.files import replace_file
 from elara.voice.models import WAKE_WORD_KEY
 
 #: The wake-word score from which a frame is handed to the verifier (openWakeWord's default).

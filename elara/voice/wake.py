@@ -37,9 +37,9 @@ CONFIRM_AFTER_FRAMES = 3
 RECHECK_RISE = 2.0
 #: While she speaks, doubtful scores are checked only from here (or `confirm_from`, if higher):
 #: what cancelling leaves of her voice scores too, and each check holds the wake word's frames for
-#: ≈0.8 s of CPU while Piper speaks. `scripts/bench_echo.py --live` measured her self-talk the
+#: ≈0.8 s of CPU while Piper speaks. `bench/echo.py --live` measured her self-talk the
 #: same with `confirm_from` 0.001 and this floor as with 0.005.
-OVER_HER_CONFIRM_FROM = 0.005
+DURING_PLAYBACK_CONFIRM_FROM = 0.005
 #: With `shorten_pauses`: the longest silence inside speech that the second copy of the models
 #: hears as one frame (0.96 s), and the last frames (this one among them) in which the VAD gate
 #: must have heard speech for its score to count (0.56 s, as far back as the first copy's gate).
@@ -57,7 +57,7 @@ WAKE_WORD_SIMILARITY = 0.7
 #: threshold). Both must read the whole phrase: with the name alone enough for a confident score,
 #: lists of names woke her twice in 30.5 h ("…Nadia Jarman, Charles Jarvik.", told the phrase:
 #: "Charles Jarvis."), and none of the 261 confident windows in the bench's 364 clips needed it.
-#: With Whisper tiny.en, beam 5, through noise suppression, `scripts/bench_wake_live.py` heard
+#: With Whisper tiny.en, beam 5, through noise suppression, `bench/wake_live.py` heard
 #: 93.4 % of its clips with no false wake in 3.63 h and 71 of 552 sound-alikes woken, where −3 with
 #: beam 1 and confident scores unchecked heard 90.4 % with one false wake and 89; its `--rules`
 #: table has the odds between.
@@ -68,12 +68,12 @@ CONFIDENT_LOG_ODDS = -10.0
 #: From e⁻³ to e⁻⁶ no false wake came in 30.3 h (seeds 1–3), held-out sets 1 and 2 (fast, noisy,
 #: robotic voices base writes as the phrase at e⁻³·⁵–e⁻⁶) gained 4 and 7 clips of 288 and 49 more
 #: of 3712 sound-alike sentences woke her; then sets 3 and 4, unseen, went 234 → 247 and
-#: 212 → 225 (`bench_wake_live.py --held-out N`, `--second-odds`) …
+#: 212 → 225 (`bench/wake_live.py --held-out N`, `--second-odds`) …
 SECOND_LOG_ODDS = CONFIRM_LOG_ODDS
 #: … and for a confident score, looser, as the first reading's is: robotic and fast voices the
 #: model is sure of (0.8–1.0) base reads as the phrase only at e⁻³·²–e⁻⁷·² ("Okay, sorry." told:
 #: "Hey Jarvis."). From e⁻³ to e⁻⁸ no false wake came in 24.2 h, and 26 more of 3712 sound-alike
-#: sentences woke her (`bench_wake_live.py --second-reading … --confident-only`); none in 6.04 h
+#: sentences woke her (`bench/wake_live.py --second-reading … --confident-only`); none in 6.04 h
 #: more, live; held-out set 3, unseen, 229 → 234 of 288.
 SECOND_CONFIDENT_LOG_ODDS = -8.0
 
@@ -97,7 +97,7 @@ def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LO
     here: "Jervis" is a near miss, not a match. With `whole` (the daemon's rule), the phrase must
     be whole ("Hey Jarvis"): a name in passing ("Calling Jarvie, Rhys…", which Whisper writes
     "Jarvis") can be read as the name, even under a confident score; without it, the name alone
-    will do (an older rule, kept for `scripts/bench_wake_live.py --rules`)."""
+    will do (an older rule, kept for `bench/wake_live.py --rules`)."""
     def says(text: str) -> bool:
         return says_wake_phrase(text, name) if whole else names_wake_word(text, name, similarity=1.0)
 
@@ -165,7 +165,7 @@ class WakeWordDetector:
 
     Two more stages, both off by default. Per-user `verifiers` (`elara wake enroll`) rescore the
     frames the model scores ≥ VERIFY_FROM. A doubtful score, from `confirm_from` up to the
-    threshold (from OVER_HER_CONFIRM_FROM at least while she speaks, `over_her`), wakes only if the
+    threshold (from DURING_PLAYBACK_CONFIRM_FROM at least while she speaks, `during_playback`), wakes only if the
     confirmer set by `confirm_with` (Whisper, in the daemon) hears the wake word in the last ≈2.2 s;
     with `confirm_confident`, so does a confident one (the confirmer is told which it is); `process`
     runs it inline, so the frame that asks takes as long.
@@ -174,7 +174,7 @@ class WakeWordDetector:
     audio before anything else (`auto_gain_dbfs`, `webrtc_noise_suppression`, as wyoming-satellite
     does), openWakeWord's own SpeexDSP noise suppression (`speex_noise_suppression`), and its
     Silero VAD gate, which zeroes the scores unless speech was heard 0.4–0.56 s earlier
-    (`vad_threshold`, on in the shipped settings). scripts/bench_wake.py measured the other two
+    (`vad_threshold`, on in the shipped settings). bench/wake.py measured the other two
     gaining nothing, so the settings don't offer them.
 
     With `shorten_pauses` (needs the VAD gate), a second copy of the models hears each silence
@@ -265,10 +265,10 @@ class WakeWordDetector:
         #: Whether scores at or above the threshold are put to the confirmer too.
         self.confirm_confident = bool(confirm_confident)
         #: Set while she speaks (by the voice loop): a confident score then wakes at once, and a
-        #: doubtful one is checked only from OVER_HER_CONFIRM_FROM. The loop's barge-in gate
+        #: doubtful one is checked only from DURING_PLAYBACK_CONFIRM_FROM. The loop's barge-in gate
         #: stands in for the check there, and the wake word said over her must silence her at
         #: once, not ≈0.5 s later.
-        self.over_her = False
+        self.during_playback = False
         self._confirmer: Confirmer | None = None
         self._history: collections.deque[np.ndarray] = collections.deque(
             maxlen=round(CONFIRM_BEFORE_SECONDS / FRAME_SECONDS) + CONFIRM_AFTER_FRAMES)
@@ -354,7 +354,7 @@ class WakeWordDetector:
         if self._shortened is not None:
             shortened = self._shorter_pause(heard)
             gate = list(self._model.vad.prediction_buffer)[-SHORTENED_GATE_FRAMES:]
-            if not self.over_her and max(gate, default=0.0) >= self._model.vad_threshold:
+            if not self.during_playback and max(gate, default=0.0) >= self._model.vad_threshold:
                 for name, score in shortened.items():
                     scores[name] = max(scores.get(name, 0.0), score)
         detection: WakeDetection | None = None
@@ -368,7 +368,7 @@ class WakeWordDetector:
                 else:
                     self._run[name] = 0
             checking = self._confirmer is not None and self.confirm_from > 0
-            if best is not None and not (checking and self.confirm_confident and not self.over_her):
+            if best is not None and not (checking and self.confirm_confident and not self.during_playback):
                 detection = WakeDetection(name=best[1], score=best[0], at=frame.captured_at)
             elif checking:
                 detection = self._checked(scores, frame.captured_at, best)
@@ -386,7 +386,7 @@ class WakeWordDetector:
         re-arms when the score falls back) unless a turned-down score rises RECHECK_RISE times,
         and a confident score asks again, as confident."""
         name, score = max(scores.items(), key=lambda item: item[1], default=("", 0.0))
-        floor = max(self.confirm_from, OVER_HER_CONFIRM_FROM) if self.over_her else self.confirm_from
+        floor = max(self.confirm_from, DURING_PLAYBACK_CONFIRM_FROM) if self.during_playback else self.confirm_from
         if confident is None:
             self._confident_armed = True
         waiting_confident = self._candidate is not None and self._candidate.confident

@@ -1,0 +1,349 @@
+"""One conversational turn: store the user's words, build and render the prompt, stream the reply
+sentence by sentence to a sink, store the reply. Errors become a log line or a spoken apology here."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from elara.brain.sentences import SentenceSplitter
+from elara.brain.thinking import ThinkFilter
+from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
+from elara.conversation.prompts import PromptBuilder, utc_now
+from elara.conversation.render import ChatRequest, GenerateRequest, PromptRenderer
+from elara.errors import CommandError, ContextError, ElaraError, LanguageModelError, StoreError
+from elara.skills.commands import LocalCommands, LocalReply
+
+log = logging.getLogger(__name__)
+
+
+class SentenceSink(Protocol):
+    """Receives the reply one complete sentence at a time (text mode prints, voice mode speaks)."""
+
+    async def say(self, sentence: str) -> None:
+        """Deliver one sentence."""
+
+
+@runtime_checkable
+class HeardSink(Protocol):
+    """A sink whose reply is heard over time (speech): it can be waited for, and cut short."""
+
+    def heard_text(self) -> str:
+        """What of the current reply has been heard so far."""
+
+    async def finish(self) -> None:
+        """Return once everything said has been heard."""
+
+
+class LanguageModel(Protocol):
+    """Streams the reply to a rendered request as text fragments."""
+
+    @property
+    def model(self) -> str:
+        """The model's name (stored with each reply)."""
+
+    def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
+        """Text fragments of the reply; raises LanguageModelError."""
+
+
+class MessageStore(Protocol):
+    """Where turns are kept."""
+
+    def append(self, message: ChatMessage) -> object:
+        """Store one complete message."""
+
+
+class TurnObserver(Protocol):
+    """Told when a turn starts and ends (memory work waits for the gaps between turns)."""
+
+    def turn_started(self) -> None:
+        """A turn began: background work that competes with it for the model should pause."""
+
+    def turn_finished(self, user: ChatMessage, reply: ChatMessage | None) -> None:
+        """A turn ended; `reply` is None when the model failed. Must not block."""
+
+    def turn_abandoned(self) -> None:
+        """A turn started but was cut off (barge-in, or a speculative reply dropped): no work for it."""
+
+
+@dataclass(frozen=True)
+class TurnTimings:
+    """Seconds from the start of the turn to its milestones (None when never reached)."""
+
+    prompt_built: float | None
+    first_token: float | None
+    first_sentence: float | None
+    total: float
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What became of one turn."""
+
+    reply: str
+    sentences: int
+    error: ElaraError | None
+    user_stored: bool
+    assistant_stored: bool
+    timings: TurnTimings
+    intent: str | None = None  # a local command answered it (no model request)
+    expects_answer: bool = False  # the reply asked a question
+    quiet: bool = False  # the person asked for quiet ("stop"): no conversation follows
+
+    @property
+    def ok(self) -> bool:
+        """True when the model answered and nothing went wrong on the way."""
+        return self.error is None
+
+
+class Orchestrator:
+    """Handles PromptReady events one at a time."""
+
+    def __init__(self, *, store: MessageStore, builder: PromptBuilder, renderer: PromptRenderer,
+                 llm: LanguageModel, sink: SentenceSink, context_size: int,
+                 clock: Callable[[], datetime] = utc_now,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 splitter: Callable[[], SentenceSplitter] = SentenceSplitter,
+                 redact: Callable[[str], str] | None = None,
+                 observers: list[TurnObserver] | None = None,
+                 commands: LocalCommands | None = None, room: str | None = None) -> None:
+        self.store = store
+        self.builder = builder
+        self.renderer = renderer
+        self.llm = llm
+        self.sink = sink
+        self.context_size = context_size
+        self._clock = clock
+        self._monotonic = monotonic
+        self._splitter = splitter
+        #: applied to the user's words before they are stored or sent, and to the reply before
+        #: it is stored (e.g. masking card numbers)
+        self.redact = redact or (lambda text: text)
+        self.observers = list(observers or [])
+        #: everyday commands answered without the model (None: the model answers everything)
+        self.commands = commands
+        #: the satellite's room this orchestrator answers in (its turns' `metadata.room`)
+        self.room = room
+        self._lock = asyncio.Lock()
+
+    async def on_prompt_ready(self, event: PromptReady, *,
+                              commit: asyncio.Event | None = None) -> TurnResult:
+        """Run one turn for the user's text; never raises for store, context or model failures.
+
+        With `commit`, the turn is speculative: the reply is worked out (and said to the sink,
+        which the caller holds) at once, but the user's words are stored only once `commit` is
+        set — and the reply after them. Cancelled before that, the turn leaves nothing stored."""
+        async with self._lock:
+            try:
+                return await self._turn(event, commit)
+            except asyncio.CancelledError:
+                for observer in self.observers:
+                    observer.turn_abandoned()
+                raise
+
+    async def _turn(self, event: PromptReady, commit: asyncio.Event | None) -> TurnResult:
+        started = self._monotonic()
+        log.debug("user said: %s", event.text)
+        text = self.redact(event.text)
+        local = self.commands.answer(text) if self.commands is not None else None
+        if local is not None:
+            return await self._local(local, text, event.source, started, commit)
+        for observer in self.observers:
+            observer.turn_started()
+        user = ChatMessage(ChatRole.USER, text, self._clock(), self._meta({"source": event.source}))
+        if commit is None:
+            stored_user = asyncio.create_task(self._append(user), name="store-user")
+            await asyncio.wait([stored_user])  # stored before the prompt is built, as always
+        else:
+            # Stored the moment the turn is confirmed, not when the reply is done: a crash
+            # mid-reply must not lose the words.
+            stored_user = asyncio.create_task(self._append_when(commit, user), name="store-user")
+        try:
+            return await self._answer(text, user, started, stored_user)
+        except asyncio.CancelledError:
+            if commit is None or commit.is_set():
+                await self._keep_interrupted(stored_user)
+            raise
+        finally:
+            # Uncommitted words are dropped; committed ones are stored even if the reply is cut.
+            if commit is not None and not commit.is_set():
+                stored_user.cancel()
+
+    async def _answer(self, text: str, user: ChatMessage, started: float,
+                      stored_user: asyncio.Task[bool]) -> TurnResult:
+        try:
+            prompt = await self.builder.build(text, self.context_size)
+        except ContextError as exc:
+            log.warning("answering without history: %s", exc)
+            prompt = await self.builder.build(text, self.context_size, with_context=False)
+        request = self.renderer.render(prompt)
+        built = self._monotonic() - started
+
+        # A thinking model's reasoning is dropped before sentences are cut, whichever provider
+        # streamed it: it is never spoken, stored, or counted as the reply.
+        think = ThinkFilter()
+        splitter = self._splitter()
+        fragments: list[str] = []
+        first_token = first_sentence = None
+        spoken = 0
+        error: ElaraError | None = None
+        try:
+            async for fragment in self.llm.stream(request):
+                visible = think.feed(fragment)
+                if not visible:
+                    continue
+                # first_token times the first VISIBLE text: reasoning the user never hears is
+                # still waiting, not a response.
+                if first_token is None:
+                    first_token = self._monotonic() - started
+                fragments.append(visible)
+                for sentence in splitter.feed(visible):
+                    if first_sentence is None:
+                        first_sentence = self._monotonic() - started
+                    await self.sink.say(sentence)
+                    spoken += 1
+            rest = think.flush()
+            if rest:
+                if first_token is None:
+                    first_token = self._monotonic() - started
+                fragments.append(rest)
+            if think.thought:
+                log.debug("dropped the thinking of %s from its reply", self.llm.model)
+            for sentence in splitter.feed(rest) + splitter.flush():
+                if first_sentence is None:
+                    first_sentence = self._monotonic() - started
+                await self.sink.say(sentence)
+                spoken += 1
+            if not "".join(fragments).strip():
+                # A reply that was only thinking (or an unclosed think block) is empty too.
+                raise LanguageModelError(f"model {self.llm.model} gave an empty reply",
+                                         code="model_error")
+        except LanguageModelError as exc:
+            error = exc
+            log.error("language model failed (%s): %s", exc.code, exc.message)
+            await self.sink.say(exc.apology)
+
+        reply = "".join(fragments).strip()
+        if isinstance(self.sink, HeardSink):
+            # The reply is stored once heard: cut short before that, only what was heard is kept.
+            await self.sink.finish()
+        user_stored = await stored_user  # the user's words go first, whatever became of the reply
+        assistant_stored = False
+        answer = None
+        if error is None:
+            log.debug("assistant said: %s", reply)
+            # Nothing half-written is stored: only a reply that streamed to its end gets here.
+            answer = ChatMessage(ChatRole.ASSISTANT, self.redact(reply), self._clock(),
+                                 self._meta({"model": self.llm.model}))
+            assistant_stored = await self._append(answer)
+        for observer in self.observers:
+            observer.turn_finished(user, answer)
+        timings = TurnTimings(prompt_built=built, first_token=first_token,
+                              first_sentence=first_sentence, total=self._monotonic() - started)
+        log.info("turn %s: %d context messages, prompt %.3f s, first token %s, first sentence %s, "
+                 "total %.3f s, %d sentences",
+                 "done" if error is None else f"failed ({error.code})", len(prompt.context),
+                 built, _seconds(first_token), _seconds(first_sentence), timings.total, spoken)
+        return TurnResult(reply=reply if error is None else "", sentences=spoken, error=error,
+                          user_stored=user_stored, assistant_stored=assistant_stored,
+                          timings=timings)
+
+    async def _keep_interrupted(self, stored_user: asyncio.Task[bool]) -> None:
+        """A reply cut short (barge-in, "stop"): store what the user heard of it, never the rest."""
+        heard = self.sink.heard_text() if isinstance(self.sink, HeardSink) else ""
+        if not heard:
+            return
+        if not await stored_user:  # the user's words go first
+            return
+        log.info("reply interrupted: storing the %d words heard", len(heard.split()))
+        log.debug("assistant said (interrupted): %s", heard)
+        await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(heard), self._clock(),
+                                       self._meta({"model": self.llm.model, "interrupted": "true"})))
+
+    async def _local(self, local: LocalReply, text: str, source: str, started: float,
+                     commit: asyncio.Event | None) -> TurnResult:
+        """A local command's turn: no model, the same storing rules. Done before it is said when
+        the turn is already committed; said first and done on commit when speculative."""
+        log.info("local command: %s", local.intent)
+        user = ChatMessage(ChatRole.USER, text, self._clock(),
+                           self._meta({"source": source, "intent": local.intent}))
+        stored_user: asyncio.Task[bool] | None = None
+        if local.store:
+            stored_user = asyncio.create_task(
+                self._append(user) if commit is None else self._append_when(commit, user),
+                name="store-user")
+        reply = local.text
+        error: CommandError | None = None
+        try:
+            if commit is None:
+                error = await self._act(local)
+            first = await self._say_all(reply if error is None else error.apology or "")
+            if commit is not None:
+                if first is None and isinstance(self.sink, HeardSink):
+                    # Nothing to say ("stop"): the turn need not wait for audio that never comes.
+                    await self.sink.finish()
+                await commit.wait()
+                error = await self._act(local)
+                if error is not None:
+                    await self._say_all(error.apology or "")
+        finally:
+            if stored_user is not None and commit is not None and not commit.is_set():
+                stored_user.cancel()
+        user_stored = await stored_user if stored_user is not None else False
+        assistant_stored = False
+        if local.store and error is None and reply:
+            log.debug("assistant said: %s", reply)
+            answer = ChatMessage(ChatRole.ASSISTANT, reply, self._clock(), self._meta({"intent": local.intent}))
+            assistant_stored = await self._append(answer)
+        said = None if first is None else first - started
+        return TurnResult(reply=reply if error is None else "", sentences=int(first is not None),
+                          error=error, user_stored=user_stored, assistant_stored=assistant_stored,
+                          timings=TurnTimings(prompt_built=None, first_token=said, first_sentence=said,
+                                              total=self._monotonic() - started),
+                          intent=local.intent, expects_answer=local.expects_answer, quiet=not local.store)
+
+    async def _act(self, local: LocalReply) -> CommandError | None:
+        if local.act is None:
+            return None
+        try:
+            await local.act()
+        except (StoreError, OSError) as exc:
+            log.error("could not carry out %s: %s", local.intent, exc)
+            return CommandError(f"{local.intent}: {exc}")
+        return None
+
+    async def _say_all(self, text: str) -> float | None:
+        """Say `text` sentence by sentence; when the first sentence went to the sink (or None)."""
+        splitter = self._splitter()
+        first = None
+        for sentence in splitter.feed(text) + splitter.flush():
+            if first is None:
+                first = self._monotonic()
+            await self.sink.say(sentence)
+        return first
+
+    def _meta(self, metadata: dict[str, str]) -> dict[str, str]:
+        """A record's metadata, with the room it was said in when that is a satellite's."""
+        return metadata if self.room is None else {**metadata, "room": self.room}
+
+    async def _append_when(self, commit: asyncio.Event, message: ChatMessage) -> bool:
+        await commit.wait()
+        return await self._append(message)
+
+    async def _append(self, message: ChatMessage) -> bool:
+        try:
+            await asyncio.to_thread(self.store.append, message)
+            return True
+        except (StoreError, OSError) as exc:
+            # The conversation goes on; only its record is lost, and the log says so.
+            log.error("could not store the %s turn: %s", message.role.slug, exc)
+            return False
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
