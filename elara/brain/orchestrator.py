@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -101,6 +101,23 @@ class TurnResult:
         return self.error is None
 
 
+@dataclass
+class _Streamed:
+    """A reply as it streams: its visible text, when its milestones came, how much was said."""
+
+    started: float
+    fragments: list[str] = field(default_factory=list)
+    first_token: float | None = None
+    first_sentence: float | None = None
+    spoken: int = 0
+    error: LanguageModelError | None = None
+
+    @property
+    def reply(self) -> str:
+        """The visible text so far, stripped."""
+        return "".join(self.fragments).strip()
+
+
 class Orchestrator:
     """Handles PromptReady events one at a time."""
 
@@ -183,52 +200,57 @@ class Orchestrator:
             prompt = await self.builder.build(text, self.context_size, with_context=False)
         request = self.renderer.render(prompt)
         built = self._monotonic() - started
+        streamed = _Streamed(started)
+        try:
+            await self._stream(request, streamed)
+        except LanguageModelError as exc:
+            streamed.error = exc
+            log.error("language model failed (%s): %s", exc.code, exc.message)
+            await self.sink.say(exc.apology)
+        return await self._finish(user, stored_user, streamed, built, len(prompt.context))
 
+    async def _stream(self, request: ChatRequest | GenerateRequest, streamed: _Streamed) -> None:
+        """Stream the reply into `streamed`, each sentence said as it completes; raises
+        LanguageModelError, also for a reply with nothing visible in it."""
         # A thinking model's reasoning is dropped before sentences are cut, whichever provider
         # streamed it: it is never spoken, stored, or counted as the reply.
         think = ThinkFilter()
         splitter = self._splitter()
-        fragments: list[str] = []
-        first_token = first_sentence = None
-        spoken = 0
-        error: ElaraError | None = None
-        try:
-            async for fragment in self.llm.stream(request):
-                visible = think.feed(fragment)
-                if not visible:
-                    continue
-                # first_token times the first VISIBLE text: reasoning the user never hears is
-                # still waiting, not a response.
-                if first_token is None:
-                    first_token = self._monotonic() - started
-                fragments.append(visible)
-                for sentence in splitter.feed(visible):
-                    if first_sentence is None:
-                        first_sentence = self._monotonic() - started
-                    await self.sink.say(sentence)
-                    spoken += 1
-            rest = think.flush()
-            if rest:
-                if first_token is None:
-                    first_token = self._monotonic() - started
-                fragments.append(rest)
-            if think.thought:
-                log.debug("dropped the thinking of %s from its reply", self.llm.model)
-            for sentence in splitter.feed(rest) + splitter.flush():
-                if first_sentence is None:
-                    first_sentence = self._monotonic() - started
-                await self.sink.say(sentence)
-                spoken += 1
-            if not "".join(fragments).strip():
-                # A reply that was only thinking (or an unclosed think block) is empty too.
-                raise LanguageModelError(f"model {self.llm.model} gave an empty reply",
-                                         code="model_error")
-        except LanguageModelError as exc:
-            error = exc
-            log.error("language model failed (%s): %s", exc.code, exc.message)
-            await self.sink.say(exc.apology)
+        async for fragment in self.llm.stream(request):
+            visible = think.feed(fragment)
+            if not visible:
+                continue
+            # first_token times the first VISIBLE text: reasoning the user never hears is
+            # still waiting, not a response.
+            self._received(visible, streamed)
+            for sentence in splitter.feed(visible):
+                await self._say_streamed(sentence, streamed)
+        rest = think.flush()
+        if rest:
+            self._received(rest, streamed)
+        if think.thought:
+            log.debug("dropped the thinking of %s from its reply", self.llm.model)
+        for sentence in splitter.feed(rest) + splitter.flush():
+            await self._say_streamed(sentence, streamed)
+        if not streamed.reply:
+            # A reply that was only thinking (or an unclosed think block) is empty too.
+            raise LanguageModelError(f"model {self.llm.model} gave an empty reply", code="model_error")
 
-        reply = "".join(fragments).strip()
+    def _received(self, visible: str, streamed: _Streamed) -> None:
+        if streamed.first_token is None:
+            streamed.first_token = self._monotonic() - streamed.started
+        streamed.fragments.append(visible)
+
+    async def _say_streamed(self, sentence: str, streamed: _Streamed) -> None:
+        if streamed.first_sentence is None:
+            streamed.first_sentence = self._monotonic() - streamed.started
+        await self.sink.say(sentence)
+        streamed.spoken += 1
+
+    async def _finish(self, user: ChatMessage, stored_user: asyncio.Task[bool], streamed: _Streamed,
+                      built: float, context_messages: int) -> TurnResult:
+        """Store the turn once the reply is heard, tell the observers, log and return its result."""
+        reply, error = streamed.reply, streamed.error
         if isinstance(self.sink, HeardSink):
             # The reply is stored once heard: cut short before that, only what was heard is kept.
             await self.sink.finish()
@@ -243,13 +265,15 @@ class Orchestrator:
             assistant_stored = await self._append(answer)
         for observer in self.observers:
             observer.turn_finished(user, answer)
-        timings = TurnTimings(prompt_built=built, first_token=first_token,
-                              first_sentence=first_sentence, total=self._monotonic() - started)
+        timings = TurnTimings(prompt_built=built, first_token=streamed.first_token,
+                              first_sentence=streamed.first_sentence,
+                              total=self._monotonic() - streamed.started)
         log.info("turn %s: %d context messages, prompt %.3f s, first token %s, first sentence %s, "
                  "total %.3f s, %d sentences",
-                 "done" if error is None else f"failed ({error.code})", len(prompt.context),
-                 built, _seconds(first_token), _seconds(first_sentence), timings.total, spoken)
-        return TurnResult(reply=reply if error is None else "", sentences=spoken, error=error,
+                 "done" if error is None else f"failed ({error.code})", context_messages,
+                 built, _seconds(streamed.first_token), _seconds(streamed.first_sentence), timings.total,
+                 streamed.spoken)
+        return TurnResult(reply=reply if error is None else "", sentences=streamed.spoken, error=error,
                           user_stored=user_stored, assistant_stored=assistant_stored,
                           timings=timings)
 
