@@ -54,7 +54,7 @@ def load_settings_with_sources(
 ) -> tuple[schema.Settings, ConfigSources]:
     """Like load_settings, and also say which files were read."""
     env = os.environ if env is None else env
-    merged = _packaged_defaults()
+    merged = packaged_defaults()
     used: list[Path] = []
 
     user_file = config_home(env) / DEFAULT_FILE
@@ -145,7 +145,8 @@ def to_json(settings: Any, *, redact: bool = True) -> dict[str, Any]:
 # -- layers --------------------------------------------------------------------------------------
 
 
-def _packaged_defaults() -> dict[str, Any]:
+def packaged_defaults() -> dict[str, Any]:
+    """The packaged appsettings.json, the first layer: every key with its default."""
     text = resources.files("elara").joinpath(DEFAULT_FILE).read_text(encoding="utf-8")
     return json.loads(text)
 

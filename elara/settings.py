@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 import pydantic
 
 
-def setting(key: str, *, secret: bool = False, check: Callable[[Any], str | None] | None = None,
-            **limits: Any) -> Any:
-    """Declare a field's config key name, its range or choices, a custom check, and secrecy."""
-    return field(metadata={"key": key, "secret": secret, "check": check, **limits})
+def setting(key: str, *, doc: str, restart: bool = False, secret: bool = False,
+            check: Callable[[Any], str | None] | None = None, **limits: Any) -> Any:
+    """Declare a field's config key name; `doc`, its meaning for people (one line, in
+    docs/configuration.md); `restart`, when a reload (SIGHUP) does not apply it; its range
+    (`min`, `max`) or `choices`; a custom `check` or `normalize` (its docstring's first line says
+    what it accepts, for the docs); and secrecy (never shown)."""
+    return field(metadata={"key": key, "doc": doc, "restart": restart, "secret": secret,
+                           "check": check, **limits})
+
+
+def section(key: str) -> Any:
+    """Declare a section of Settings by its config key; its class's docstring says what it holds."""
+    return field(metadata={"key": key})
 
 
 def _http_url(value: str) -> str | None:
+    """An http(s) URL."""
     parsed = urlparse(value if "://" in value else f"http://{value}")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         return "expected an http(s) URL such as http://127.0.0.1:11434"
@@ -28,6 +39,7 @@ _DURATION = re.compile(r"^-?(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$|^-?\d+$")
 
 
 def _keep_alive(value: float | str) -> str | None:
+    """A duration such as "30m" or "1h", a number of seconds, or -1."""
     if isinstance(value, str) and not _DURATION.match(value.strip()):
         return 'expected a duration such as "30m", "1h", "-1" (forever) or a number of seconds'
     return None
@@ -74,6 +86,7 @@ def parse_engine(value: str) -> ServiceAddress | None:
 
 
 def _engine(value: str) -> str | None:
+    """`local`, `wyoming://host:port`, `tcp://host:port` or `unix:///path`."""
     try:
         parse_engine(value)
     except ValueError as exc:
@@ -82,11 +95,12 @@ def _engine(value: str) -> str | None:
 
 
 def _not_blank(value: str) -> str | None:
+    """Not empty."""
     return "expected a non-empty string" if not value.strip() else None
 
 
 def _ollama_options(value: Mapping[str, Any]) -> dict[str, Any]:
-    """Check model options against the official client's own Options model."""
+    """Ollama's option names and types, as its official client declares them."""
     import ollama  # the client owns the option names and types
 
     known = {name.casefold(): name for name in ollama.Options.model_fields}
@@ -109,6 +123,7 @@ REDACTIONS = ("card", "phone", "email")
 
 
 def _redactions(value: tuple[str, ...]) -> str | None:
+    """Any of `card`, `phone`, `email`."""
     unknown = [v for v in value if v not in REDACTIONS]
     return f"expected a list of {', '.join(REDACTIONS)}" if unknown else None
 
@@ -118,7 +133,7 @@ _PRESET_KEYS = {"systemprompt": "SystemPrompt", "temperature": "Temperature",
 
 
 def _personalities(value: Mapping[str, Any]) -> dict[str, Any]:
-    """Custom presets: {name: {SystemPrompt, Temperature, MaxReplyTokens}}."""
+    """{name: {SystemPrompt, Temperature 0–2, MaxReplyTokens > 0}}."""
     presets: dict[str, Any] = {}
     for name, preset in value.items():
         if not isinstance(preset, Mapping):
@@ -146,182 +161,352 @@ class LanguageModelSettings:
     """`LanguageModel`: which provider answers (Ollama or the embedded llama.cpp), which model,
     how to ask it."""
 
-    provider: str = setting("Provider", choices=("auto", "ollama", "embedded"))
-    host: str = setting("Host", check=_http_url)
-    model: str = setting("Model", check=_not_blank)
-    api: str = setting("Api", choices=("chat", "generate"))
-    personality: str = setting("Personality", check=_not_blank)
-    system_prompt: str | None = setting("SystemPrompt")
-    keep_alive: float | str | None = setting("KeepAlive", check=_keep_alive)
-    timeout_seconds: float = setting("TimeoutSeconds", min=1, max=3600)
-    options: Mapping[str, Any] = setting("Options", normalize=_ollama_options)
-    #: A GGUF chat model for the embedded provider; None means the built-in SmolLM2-135M-Instruct.
-    embedded_model: str | None = setting("EmbeddedModel", check=_not_blank)
-    #: CPU threads llama.cpp uses; None means min(4, the number of CPUs).
-    embedded_threads: int | None = setting("EmbeddedThreads", min=1, max=256)
+    provider: str = setting(
+        "Provider", choices=("auto", "ollama", "embedded"),
+        doc="Who answers: `auto` is Ollama when it answers and has the model, else the embedded "
+            "model (checked again between turns).")
+    host: str = setting("Host", check=_http_url, doc="Ollama's address.")
+    model: str = setting("Model", check=_not_blank,
+                         doc="The Ollama model that answers (`ollama pull` it first).")
+    api: str = setting(
+        "Api", choices=("chat", "generate"),
+        doc="`chat` sends structured messages (/api/chat); `generate` sends a User:/Assistant: "
+            "transcript (/api/generate).")
+    personality: str = setting(
+        "Personality", check=_not_blank,
+        doc="The preset that sets how Elara speaks, its temperature and reply length: `assistant`, "
+            "`counselor`, `advisor`, `professional`, or one of `Personalities`.")
+    system_prompt: str | None = setting(
+        "SystemPrompt", doc="Your own instructions to the model, used instead of the personality's; "
+                            "null: the personality's.")
+    keep_alive: float | str | None = setting(
+        "KeepAlive", check=_keep_alive,
+        doc="How long Ollama keeps the model loaded after a request (`-1`: for ever).")
+    timeout_seconds: float = setting(
+        "TimeoutSeconds", min=1, max=3600,
+        doc="Longest wait for Ollama to connect, or for the model to send the next piece of a reply.")
+    options: Mapping[str, Any] = setting(
+        "Options", normalize=_ollama_options,
+        doc="Ollama model options (such as num_ctx), over the personality's temperature and reply "
+            "length; the embedded model takes them too.")
+    embedded_model: str | None = setting(
+        "EmbeddedModel", check=_not_blank,
+        doc="A GGUF chat model for the embedded provider (a path; `.gguf` may be left off); null: "
+            "the built-in SmolLM2-135M-Instruct.")
+    embedded_threads: int | None = setting(
+        "EmbeddedThreads", min=1, max=256,
+        doc="CPU threads llama.cpp uses for the embedded model; null: one a CPU, at most 4.")
 
 
 @dataclass(frozen=True)
 class ContextSettings:
     """`Context`: how much history reaches the model, and where and how it is stored."""
 
-    last_n: int = setting("LastN", min=0, max=1000)
-    storage_root: str | None = setting("StorageRoot")
-    encryption_key: str = setting("EncryptionKey", secret=True, check=_not_blank)
-    encryption_key_file: str | None = setting("EncryptionKeyFile")
-    max_history_tokens: int | None = setting("MaxHistoryTokens", min=0)
-    retention_days: int | None = setting("RetentionDays", min=1)
-    retention_keep_summaries: bool = setting("RetentionKeepSummaries")
-    redact: tuple[str, ...] = setting("Redact", check=_redactions)
+    last_n: int = setting("LastN", min=0, max=1000,
+                          doc="How many stored messages reach the model with each question.")
+    storage_root: str | None = setting(
+        "StorageRoot", restart=True,
+        doc="The directory of the encrypted history; null: `Conversation` under the cache directory "
+            "(~/.cache/elara).")
+    encryption_key: str = setting(
+        "EncryptionKey", secret=True, check=_not_blank, restart=True,
+        doc="The passphrase the history is encrypted with; left at the default with no history yet, "
+            "a random key is generated into ~/.config/elara/key instead.")
+    encryption_key_file: str | None = setting(
+        "EncryptionKeyFile", restart=True,
+        doc="A file holding the passphrase, used instead of EncryptionKey (the systemd credential "
+            "`elara-key` wins over both).")
+    max_history_tokens: int | None = setting(
+        "MaxHistoryTokens", min=0,
+        doc="Token budget for the history in the prompt (about 4 characters a token); the oldest "
+            "exchanges are left out first; null: no budget.")
+    retention_days: int | None = setting(
+        "RetentionDays", min=1,
+        doc="Delete turns older than this many days, at start and once a day; null: keep everything.")
+    retention_keep_summaries: bool = setting(
+        "RetentionKeepSummaries", doc="Keep the summaries of the turns retention deletes.")
+    redact: tuple[str, ...] = setting(
+        "Redact", check=_redactions,
+        doc="What is masked in your words before they are stored or sent, and in her replies before "
+            "they are stored: card numbers, phone numbers, email addresses.")
 
 
 @dataclass(frozen=True)
 class MemorySettings:
     """`Memory`: what Elara remembers beyond the last few turns."""
 
-    summaries: bool = setting("Summaries")
-    summary_threshold: float = setting("SummaryThreshold", min=0.1, max=1.0)
-    facts: str = setting("Facts", choices=("model", "explicit", "off"))
-    max_facts: int = setting("MaxFacts", min=1, max=1000)
-    retrieval: bool = setting("Retrieval")
-    retrieval_top_k: int = setting("RetrievalTopK", min=1, max=20)
-    retrieval_min_score: float = setting("RetrievalMinScore", min=0.0, max=1.0)
-    embedding_model: str = setting("EmbeddingModel", check=_not_blank)
+    summaries: bool = setting(
+        "Summaries", doc="Summarise older turns as they pile up, so the model still hears of them.")
+    summary_threshold: float = setting(
+        "SummaryThreshold", min=0.1, max=1.0,
+        doc="Summarise once the turns not yet summarised fill this share of Context.MaxHistoryTokens.")
+    facts: str = setting(
+        "Facts", choices=("model", "explicit", "off"),
+        doc='Facts kept about you: `model` finds them after each turn and on request, `explicit` '
+            'only on "remember …" and "forget …", `off` none.')
+    max_facts: int = setting("MaxFacts", min=1, max=1000,
+                             doc="Most facts kept; the oldest goes first.")
+    retrieval: bool = setting(
+        "Retrieval", doc="Bring back older turns like the question, found by embedding similarity.")
+    retrieval_top_k: int = setting("RetrievalTopK", min=1, max=20,
+                                   doc="How many older turns retrieval brings back at most.")
+    retrieval_min_score: float = setting(
+        "RetrievalMinScore", min=0.0, max=1.0,
+        doc="How similar to the question an older turn must be to be brought back.")
+    embedding_model: str = setting("EmbeddingModel", check=_not_blank,
+                                   doc="The Ollama embedding model retrieval uses.")
 
 
 @dataclass(frozen=True)
 class AudioSettings:
     """`Audio`: which devices, and how Elara keeps from hearing itself."""
 
-    input_device: int | str | None = setting("InputDevice")
-    output_device: int | str | None = setting("OutputDevice")
-    output_latency_ms: int = setting("OutputLatencyMs", min=10, max=1_000)
-    speaker_tail_ms: int = setting("SpeakerTailMs", min=0, max=10_000)
-    # her own voice taken out of the microphone, with what she plays as the reference; off: she
-    # mutes the wake word while she speaks
-    echo_cancellation: bool = setting("EchoCancellation")
-    # which canceller: speexdsp's (keeps a person talking over her) or WebRTC's AEC3
-    echo_canceller: str = setting("EchoCanceller", choices=("speex", "webrtc"))
-    # the wake word over a reply stops it; null: exactly when echo cancellation is on
-    barge_in: bool | None = setting("BargeIn")
-    # "stop" without the wake word silences a reply (needs echo cancellation) or a ringing timer
-    stop_without_wake_word: bool = setting("StopWithoutWakeWord")
+    input_device: int | str | None = setting(
+        "InputDevice", doc="The microphone, by name or index; null: the system's default.")
+    output_device: int | str | None = setting(
+        "OutputDevice", doc="The speaker, by name or index; null: the system's default.")
+    output_latency_ms: int = setting(
+        "OutputLatencyMs", min=10, max=1_000,
+        doc="Output latency asked of the speaker: lower is heard sooner, with more risk of gaps on a "
+            "busy machine.")
+    speaker_tail_ms: int = setting(
+        "SpeakerTailMs", min=0, max=10_000,
+        doc="Without echo cancelling, how long after she stops speaking the microphone still counts "
+            "as her echo: the wake word stays muted and speech counts as silence.")
+    echo_cancellation: bool = setting(
+        "EchoCancellation",
+        doc="Take her own voice out of the microphone, with what she plays as the reference; off: "
+            "she mutes the wake word while she speaks.")
+    echo_canceller: str = setting(
+        "EchoCanceller", choices=("speex", "webrtc"),
+        doc="Which canceller: speexdsp's (keeps a person talking over her) or WebRTC's AEC3 (takes "
+            "out more echo, and more of that person too).")
+    barge_in: bool | None = setting(
+        "BargeIn", doc="The wake word said over a reply or an announcement stops it; null: exactly "
+                       "when echo cancellation is on.")
+    stop_without_wake_word: bool = setting(
+        "StopWithoutWakeWord",
+        doc='"Stop" without the wake word silences a reply (needs echo cancellation) or a ringing '
+            'timer.')
+
+
+def _at_least_one(value: tuple[str, ...]) -> str | None:
+    """At least one."""
+    return None if value else "expected at least one model"
 
 
 @dataclass(frozen=True)
 class WakeWordSettings:
     """`WakeWord`: which wake words, and how sure the detector must be."""
 
-    models: tuple[str, ...] = setting("Models", check=lambda v: None if v else "expected at least one model")
-    threshold: float = setting("Threshold", min=0.0, max=1.0)
-    trigger_level: int = setting("TriggerLevel", min=1, max=50)
-    refractory_seconds: float = setting("RefractorySeconds", min=0, max=60)
-    # openWakeWord's Silero gate: no wake unless speech was heard just before (0 = off)
-    vad_threshold: float = setting("VadThreshold", min=0.0, max=0.99)
-    # scores from here to Threshold wake only if Whisper hears the wake word (0 = off)
-    confirm_from: float = setting("ConfirmFrom", min=0.0, max=1.0)
-    # scores from Threshold up are checked too, with a looser rule (needs ConfirmFrom > 0)
-    confirm_confident: bool = setting("ConfirmConfident")
-    # the beam a local Whisper checks a wake with
-    confirm_beam_size: int = setting("ConfirmBeamSize", min=1, max=10)
-    # a second Whisper model that reads again what the first check turned down (null: none)
-    confirm_second_model: str | None = setting("ConfirmSecondModel")
-    # per-user verifiers (`elara wake enroll`); relative paths are under the config directory
-    verifiers: tuple[str, ...] = setting("Verifiers")
-    # a second copy of the models hears pauses inside speech cut short (off with VadThreshold 0)
-    shorten_pauses: bool = setting("ShortenPauses")
+    models: tuple[str, ...] = setting(
+        "Models", check=_at_least_one,
+        doc="The wake words: built-in names (such as hey_jarvis) or paths to openWakeWord .onnx "
+            "models.")
+    threshold: float = setting(
+        "Threshold", min=0.0, max=1.0,
+        doc="The score from which a detection is confident: it wakes at once, or after a looser "
+            "check with ConfirmConfident.")
+    trigger_level: int = setting(
+        "TriggerLevel", min=1, max=50,
+        doc="How many 80 ms frames in a row must score at or above Threshold to wake.")
+    refractory_seconds: float = setting(
+        "RefractorySeconds", min=0, max=60,
+        doc="After a detection, how long before the wake word can be detected again.")
+    vad_threshold: float = setting(
+        "VadThreshold", min=0.0, max=0.99,
+        doc="openWakeWord's Silero gate: a frame scores only if speech was heard just before it "
+            "(0: off).")
+    confirm_from: float = setting(
+        "ConfirmFrom", min=0.0, max=1.0,
+        doc="Scores from here up to Threshold wake only if Whisper hears the wake phrase (0: no "
+            "check; at most Threshold).")
+    confirm_confident: bool = setting(
+        "ConfirmConfident",
+        doc="Scores from Threshold up are checked too, by a looser rule (needs ConfirmFrom above 0 "
+            "and a local Whisper).")
+    confirm_beam_size: int = setting("ConfirmBeamSize", min=1, max=10,
+                                     doc="The beam a local Whisper checks a wake with.")
+    confirm_second_model: str | None = setting(
+        "ConfirmSecondModel",
+        doc="A second Whisper model that reads again what the first check turned down, and a "
+            "question's doubtful words; null, empty or SpeechToText.Model: none.")
+    verifiers: tuple[str, ...] = setting(
+        "Verifiers",
+        doc="Your voice's verifiers, made by `elara wake enroll`; relative paths are under the "
+            "config directory.")
+    shorten_pauses: bool = setting(
+        "ShortenPauses",
+        doc='A second copy of the models hears pauses inside speech cut short, so "Hey … Jarvis" '
+            'still wakes (off with VadThreshold 0).')
 
 
 @dataclass(frozen=True)
 class ListeningSettings:
     """`Listening`: how an utterance is found after the wake word, and the follow-up window."""
 
-    mode: str = setting("Mode", choices=("wake_word", "continued"))
-    vad: str = setting("Vad", choices=("silero", "energy"))
-    vad_threshold: float = setting("VadThreshold", min=0.0, max=1.0)
-    pre_roll_ms: int = setting("PreRollMs", min=0, max=5_000)
-    end_silence_ms: int = setting("EndSilenceMs", min=80, max=10_000)
-    min_speech_ms: int = setting("MinSpeechMs", min=0, max=10_000)
-    max_utterance_seconds: float = setting("MaxUtteranceSeconds", min=1, max=120)
-    no_speech_timeout_seconds: float = setting("NoSpeechTimeoutSeconds", min=0.5, max=120)
-    follow_up_seconds: float = setting("FollowUpSeconds", min=0, max=120)
-    turn_judgment: str = setting("TurnJudgment", choices=("transcript", "off"))
-    finished_ms: int = setting("FinishedMs", min=0, max=10_000)
-    # null: 400 ms where going on over her reply is heard (echo cancelling), else 1300 ms
-    uncertain_pause_ms: int | None = setting("UncertainPauseMs", min=0, max=10_000)
-    max_pause_ms: int = setting("MaxPauseMs", min=80, max=10_000)
-    speculative_reply: bool = setting("SpeculativeReply")
-    # the person may go on this long after their speech ended, her reply begun or not (0 = off)
-    go_on_ms: int = setting("GoOnMs", min=0, max=10_000)
+    mode: str = setting(
+        "Mode", choices=("wake_word", "continued"),
+        doc="`wake_word`: every question starts with the wake word; `continued`: after a reply you "
+            "may go on without it.")
+    vad: str = setting(
+        "Vad", choices=("silero", "energy"),
+        doc="The voice-activity detector: `silero` (a small network) or `energy` (the signal's level, "
+            "no model).")
+    vad_threshold: float = setting(
+        "VadThreshold", min=0.0, max=1.0,
+        doc="The speech probability from which a frame counts as speech.")
+    pre_roll_ms: int = setting("PreRollMs", min=0, max=5_000,
+                               doc="Audio kept from before the detected start of speech.")
+    end_silence_ms: int = setting(
+        "EndSilenceMs", min=80, max=10_000,
+        doc="Silence that ends an utterance when the words so far are not judged (or TurnJudgment "
+            "is off).")
+    min_speech_ms: int = setting("MinSpeechMs", min=0, max=10_000,
+                                 doc="Speech needed for an utterance to count (a cough doesn't).")
+    max_utterance_seconds: float = setting(
+        "MaxUtteranceSeconds", min=1, max=120,
+        doc="The longest utterance: it ends there, whatever follows.")
+    no_speech_timeout_seconds: float = setting(
+        "NoSpeechTimeoutSeconds", min=0.5, max=120,
+        doc="Give up when nothing is said this long after the wake word.")
+    follow_up_seconds: float = setting(
+        "FollowUpSeconds", min=0, max=120,
+        doc="How long she listens without the wake word after a reply (in `continued` mode, or "
+            "when her reply asked a question).")
+    turn_judgment: str = setting(
+        "TurnJudgment", choices=("transcript", "off"),
+        doc="`transcript`: each pause is judged by the words so far; `off`: every pause of "
+            "EndSilenceMs ends the turn.")
+    finished_ms: int = setting(
+        "FinishedMs", min=0, max=10_000,
+        doc="Silence that ends a turn whose words end a sentence (at most EndSilenceMs).")
+    uncertain_pause_ms: int | None = setting(
+        "UncertainPauseMs", min=0, max=10_000,
+        doc="Silence that ends an undecided pause; null: 400 ms where going on over her reply is "
+            "heard (echo cancelling), else 1300 ms.")
+    max_pause_ms: int = setting(
+        "MaxPauseMs", min=80, max=10_000,
+        doc='The longest pause after unfinished words ("the capital of …"); at least EndSilenceMs.')
+    speculative_reply: bool = setting(
+        "SpeculativeReply",
+        doc="Start the reply (the model and its first sentence, not yet heard) before the pause is "
+            "over.")
+    go_on_ms: int = setting(
+        "GoOnMs", min=0, max=10_000,
+        doc="After your speech ends, how long going on still continues the same question, her reply "
+            "begun or not (0: off).")
 
 
 @dataclass(frozen=True)
 class SpeechToTextSettings:
     """`SpeechToText`: the Whisper model, how its output is trusted, and where it runs."""
 
-    model: str = setting("Model", check=_not_blank)
-    language: str | None = setting("Language")
-    beam_size: int = setting("BeamSize", min=1, max=10)
-    # words the end-of-turn judgment doubts are read again with this beam (0 or ≤ BeamSize: not)
-    read_again_beam_size: int = setting("ReadAgainBeamSize", min=0, max=10)
-    # they are read again by WakeWord.ConfirmSecondModel (when it is another model) rather than Model
-    read_again_by_second_model: bool = setting("ReadAgainBySecondModel")
-    # WebRTC noise suppression of each utterance before a local Whisper reads it: 0 off, 1..4
-    noise_suppression: int = setting("NoiseSuppression", min=0, max=4)
-    window_seconds: float = setting("WindowSeconds", min=5, max=30)
-    no_speech_threshold: float = setting("NoSpeechThreshold", min=0.0, max=1.0)
-    early_start_ms: int = setting("EarlyStartMs", min=0, max=10_000)
-    # local (Whisper in-process) or a Wyoming service: wyoming://host:port, unix:///path
-    engine: str = setting("Engine", check=_engine)
-    fallback_to_local: bool = setting("FallbackToLocal")
-    timeout_seconds: float = setting("TimeoutSeconds", min=0.5, max=120)
+    model: str = setting(
+        "Model", check=_not_blank,
+        doc="The Whisper model: `tiny.en`, `base`, or a CTranslate2 Whisper directory.")
+    language: str | None = setting(
+        "Language", doc="The language a multilingual model hears; null: it detects the language.")
+    beam_size: int = setting(
+        "BeamSize", min=1, max=10,
+        doc="Whisper's beam size: wider hears more words, and answers later.")
+    read_again_beam_size: int = setting(
+        "ReadAgainBeamSize", min=0, max=10,
+        doc="Words the end-of-turn judgment doubts are read again with this beam (0, or not above "
+            "BeamSize with the same model: read once).")
+    read_again_by_second_model: bool = setting(
+        "ReadAgainBySecondModel",
+        doc="Doubtful words are read again by WakeWord.ConfirmSecondModel (when it is another model) "
+            "rather than by Model.")
+    noise_suppression: int = setting(
+        "NoiseSuppression", min=0, max=4,
+        doc="WebRTC noise suppression of each utterance before a local Whisper reads it: 0 off, 1 "
+            "(mild) to 4.")
+    window_seconds: float = setting(
+        "WindowSeconds", min=5, max=30,
+        doc="The window Whisper reads a short utterance in: shorter is faster, and hears fewer words.")
+    no_speech_threshold: float = setting(
+        "NoSpeechThreshold", min=0.0, max=1.0,
+        doc="Whisper's no-speech probability above which an utterance may be a phantom, and is "
+            "dropped.")
+    early_start_ms: int = setting(
+        "EarlyStartMs", min=0, max=10_000,
+        doc="Silence after which Whisper starts reading, before the utterance is known to be over.")
+    engine: str = setting(
+        "Engine", check=_engine,
+        doc="Where speech is read: `local` (Whisper in Elara's process) or a Wyoming service.")
+    fallback_to_local: bool = setting(
+        "FallbackToLocal",
+        doc="The local Whisper answers while the service is down (false: a spoken apology).")
+    timeout_seconds: float = setting(
+        "TimeoutSeconds", min=0.5, max=120,
+        doc="Longest wait for each answer from the speech-to-text service.")
 
 
 @dataclass(frozen=True)
 class TextToSpeechSettings:
     """`TextToSpeech`: the Piper voice, its pace, and where it runs."""
 
-    voice: str = setting("Voice", check=_not_blank)
-    length_scale: float = setting("LengthScale", min=0.3, max=3.0)
-    first_chunk_words: int = setting("FirstChunkWords", min=0, max=100)
-    # local (Piper in-process) or a Wyoming service: wyoming://host:port, unix:///path
-    engine: str = setting("Engine", check=_engine)
-    # the service's voice (null: its default); Voice stays the local one
-    remote_voice: str | None = setting("RemoteVoice")
-    fallback_to_local: bool = setting("FallbackToLocal")
-    timeout_seconds: float = setting("TimeoutSeconds", min=0.5, max=120)
+    voice: str = setting(
+        "Voice", check=_not_blank,
+        doc="The Piper voice: a built-in name, or a .onnx file with its .onnx.json beside it.")
+    length_scale: float = setting("LengthScale", min=0.3, max=3.0,
+                                  doc="Speaking pace: above 1 slower, below 1 faster.")
+    first_chunk_words: int = setting(
+        "FirstChunkWords", min=0, max=100,
+        doc="A long first sentence is cut at a clause after this many words, so she starts sooner "
+            "(0: off).")
+    engine: str = setting(
+        "Engine", check=_engine,
+        doc="Where speech is made: `local` (Piper in Elara's process) or a Wyoming service.")
+    remote_voice: str | None = setting(
+        "RemoteVoice", doc="The voice to ask the service for (null: its default); Voice stays the "
+                           "local one.")
+    fallback_to_local: bool = setting(
+        "FallbackToLocal", doc="The local Piper voice answers while the service is down.")
+    timeout_seconds: float = setting(
+        "TimeoutSeconds", min=0.5, max=120,
+        doc="Longest wait for each answer from the text-to-speech service.")
 
 
 @dataclass(frozen=True)
 class IntentsSettings:
     """`Intents`: everyday commands (timers, the time, "stop") answered without the model."""
 
-    enabled: bool = setting("Enabled")
+    enabled: bool = setting(
+        "Enabled", doc='Answer timers, the time and date, and "stop" without the model.')
 
 
 @dataclass(frozen=True)
 class TimersSettings:
     """`Timers`: how long a timer may run and how long one rings."""
 
-    max_hours: float = setting("MaxHours", min=0.01, max=8_760)
-    ring_seconds: float = setting("RingSeconds", min=1, max=3_600)
+    max_hours: float = setting("MaxHours", min=0.01, max=8_760,
+                               doc="The longest timer Elara agrees to set.")
+    ring_seconds: float = setting("RingSeconds", min=1, max=3_600,
+                                  doc="How long a finished timer rings unless stopped.")
 
 
 @dataclass(frozen=True)
 class AnnouncementsSettings:
     """`Announcements`: what Elara says without being asked."""
 
-    startup: bool = setting("Startup")
+    startup: bool = setting(
+        "Startup", restart=True, doc="Say \"I'm ready.\" when the daemon starts listening.")
 
 
 @dataclass(frozen=True)
 class LoggingSettings:
     """`Logging`: how much the daemon says."""
 
-    level: str = setting("Level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    level: str = setting(
+        "Level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        doc="The daemon's log level (DEBUG shows what was said); other commands log warnings only, "
+            "unless -v.")
 
 
 def _satellite_uri(value: str) -> str | None:
+    """`tcp://host:port`, `wyoming://host:port` or `unix:///path`."""
     try:
         address = None if value.strip().lower() == "local" else parse_engine(value)
     except ValueError as exc:
@@ -333,11 +518,15 @@ def _satellite_uri(value: str) -> str | None:
 class SatelliteSettings:
     """One entry of `Satellites`: a wyoming-satellite in another room."""
 
-    name: str = setting("Name", check=_not_blank)
-    uri: str = setting("Uri", check=_satellite_uri)
+    name: str = setting(
+        "Name", check=_not_blank, restart=True,
+        doc="The room's name: its turns and timers are marked with it, and its timers ring there.")
+    uri: str = setting("Uri", check=_satellite_uri, restart=True,
+                       doc="Where the satellite listens.")
 
 
 def _unique_names(value: tuple[SatelliteSettings, ...]) -> str | None:
+    """Each Name once."""
     names = [s.name.strip().casefold() for s in value]
     return "each satellite needs its own Name" if len(set(names)) != len(names) else None
 
@@ -346,18 +535,61 @@ def _unique_names(value: tuple[SatelliteSettings, ...]) -> str | None:
 class Settings:
     """The whole configuration, one field per section."""
 
-    language_model: LanguageModelSettings = setting("LanguageModel")
-    context: ContextSettings = setting("Context")
-    memory: MemorySettings = setting("Memory")
-    personalities: Mapping[str, Any] = setting("Personalities", normalize=_personalities)
-    audio: AudioSettings = setting("Audio")
-    wake_word: WakeWordSettings = setting("WakeWord")
-    listening: ListeningSettings = setting("Listening")
-    speech_to_text: SpeechToTextSettings = setting("SpeechToText")
-    text_to_speech: TextToSpeechSettings = setting("TextToSpeech")
-    intents: IntentsSettings = setting("Intents")
-    timers: TimersSettings = setting("Timers")
-    announcements: AnnouncementsSettings = setting("Announcements")
-    logging: LoggingSettings = setting("Logging")
-    # wyoming-satellites in other rooms, for which this Elara is the hub
-    satellites: tuple[SatelliteSettings, ...] = setting("Satellites", check=_unique_names)
+    language_model: LanguageModelSettings = section("LanguageModel")
+    context: ContextSettings = section("Context")
+    memory: MemorySettings = section("Memory")
+    personalities: Mapping[str, Any] = setting(
+        "Personalities", normalize=_personalities,
+        doc="Your own personality presets by name, each with its SystemPrompt and, if you like, "
+            "Temperature and MaxReplyTokens.")
+    audio: AudioSettings = section("Audio")
+    wake_word: WakeWordSettings = section("WakeWord")
+    listening: ListeningSettings = section("Listening")
+    speech_to_text: SpeechToTextSettings = section("SpeechToText")
+    text_to_speech: TextToSpeechSettings = section("TextToSpeech")
+    intents: IntentsSettings = section("Intents")
+    timers: TimersSettings = section("Timers")
+    announcements: AnnouncementsSettings = section("Announcements")
+    logging: LoggingSettings = section("Logging")
+    satellites: tuple[SatelliteSettings, ...] = setting(
+        "Satellites", check=_unique_names, restart=True,
+        doc="wyoming-satellites in other rooms, for which this Elara is the hub: a list of "
+            "{Name, Uri}.")
+
+
+@dataclass(frozen=True)
+class SettingInfo:
+    """One setting as its metadata declares it, for the docs and the reload."""
+
+    key: str  # the config key path: "Context.LastN", "Satellites[].Name"
+    attribute: str | None  # its path in Settings ("context.last_n"); None inside a list's entries
+    section: str  # the section it is listed under: "Context", "Satellites"
+    type: Any
+    metadata: Mapping[str, Any]
+
+
+def each_setting() -> Iterator[SettingInfo]:
+    """Every setting, section by section in Settings' order, a list's entry fields after the list."""
+    hints = typing.get_type_hints(Settings)
+    for top in fields(Settings):
+        name, tp = top.metadata["key"], hints[top.name]
+        if is_dataclass(tp):
+            inner = typing.get_type_hints(tp)
+            for f in fields(tp):
+                yield SettingInfo(f"{name}.{f.metadata['key']}", f"{top.name}.{f.name}", name,
+                                  inner[f.name], f.metadata)
+            continue
+        yield SettingInfo(name, top.name, name, tp, top.metadata)
+        entry = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else None
+        if isinstance(entry, type) and is_dataclass(entry):
+            inner = typing.get_type_hints(entry)
+            for f in fields(entry):
+                yield SettingInfo(f"{name}[].{f.metadata['key']}", None, name, inner[f.name], f.metadata)
+
+
+def restart_only_keys() -> dict[str, str]:
+    """The settings a reload (SIGHUP) does not apply, as declared by `restart=True`: config key
+    ("Context.StorageRoot") → attribute path in Settings ("context.storage_root", for
+    `operator.attrgetter`). A list's entries count as the list ("Satellites")."""
+    return {s.key: s.attribute for s in each_setting()
+            if s.metadata.get("restart") and s.attribute is not None}
