@@ -4,7 +4,7 @@ how much of the pause it hears (offline, ≈4 min).
 
 When the person goes on within `Listening.GoOnMs` of the end taken for the turn's, the daemon
 joins the words before the pause to the speech that went on and has Whisper read them as one
-(`VoiceLoop._shorten_pause`): the words and their 80 ms tail, `_PAUSE_KEPT_FRAMES` of the pause,
+(`going_on.shorten_pause`): the words and their 80 ms tail, `PAUSE_KEPT_FRAMES` of the pause,
 then the speech from where the going-on was heard (three 80 ms frames of speech in a row). This
 feeds the hesitant questions of `bench/turn.py` (14 questions × the 5 voices of `bench/voice.py`,
 pauses of 0.6 and 1.2 s) through Silero VAD, builds that audio for each number of kept frames
@@ -28,7 +28,7 @@ from bench.turn import QUESTIONS, speak  # noqa: E402
 from bench.voice import _WORDS, VOICES  # noqa: E402
 from elara.audio.frames import FRAME_SECONDS  # noqa: E402
 from elara.config import load_settings  # noqa: E402
-from elara.voice import loop  # noqa: E402
+from elara.voice import going_on  # noqa: E402
 from elara.voice.engines import transcriber  # noqa: E402
 from elara.voice.models import resolve_whisper  # noqa: E402
 from elara.voice.vad import create_vad  # noqa: E402
@@ -70,8 +70,8 @@ def main() -> int:
                     continue
                 asked += 1
                 for kept in args.kept:
-                    loop._PAUSE_KEPT_FRAMES = 10_000 if kept is None else kept
-                    joined = loop._shorten_pause(frames[:heard], 0, (end + TAIL_FRAMES) * FRAME_SECONDS,
+                    going_on.PAUSE_KEPT_FRAMES = 10_000 if kept is None else kept
+                    joined = going_on.shorten_pause(frames[:heard], 0, (end + TAIL_FRAMES) * FRAME_SECONDS,
                                                  GONE_ON_FRAMES) + frames[heard:done]
                     text = stt.transcribe(np.concatenate([f.samples for f in joined])).text
                     if len(_WORDS.findall(text.lower())) > len(_WORDS.findall(first.lower())):

@@ -27,9 +27,11 @@ from elara.skills.announcements import RETRY_SECONDS, RING_GAP_SECONDS, Announce
 from elara.skills.commands import LocalCommands
 from elara.skills.timers import TimerBook
 from elara.voice import dialogue as d
+from elara.voice import events as ev
 from elara.voice.echo import EchoFilter
 from elara.voice.endpoint import Segmenter
-from elara.voice.loop import VoiceLoop, VoiceParts
+from elara.voice.loop import VoiceLoop
+from elara.voice.parts import VoiceParts
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript, phantom_reason
 from elara.voice.turn import TurnJudge, TurnThresholds
@@ -278,15 +280,15 @@ def make_parts(*, mode: str = "continued", barge_in: bool = False, follow_up: fl
         speculative_reply=speculate, go_on_ms=go_on_ms, read_again=read_again)
 
 
-def make_rig(start: float = 1000.0, **options: object) -> Rig:
-    """A loop over fake engines whose clock starts at `start`."""
+def make_rig(start: float = 1000.0, announcer: Announcer | None = None, **options: object) -> Rig:
+    """A loop over fake engines whose clock starts at `start` (announcing what `announcer` has due)."""
     clock = Clock(start)
     synthesizer, player, model, store = FakeSynthesizer(), FakePlayer(), FakeModel(), ListStore()
     microphone = FakeMicrophone()
     parts = make_parts(synthesizer=synthesizer, player=player, model=model, store=store,
                        microphone=microphone, clock=clock, **options)  # type: ignore[arg-type]
     states: list[str] = []
-    loop = VoiceLoop(parts, clock=clock, on_state=states.append)
+    loop = VoiceLoop(parts, clock=clock, on_state=states.append, announcer=announcer)
     assert isinstance(parts.wake, FakeWake) and isinstance(parts.transcriber, FakeTranscriber)
     return Rig(loop, clock, parts.wake, parts.transcriber, synthesizer, player, model, store,
                microphone, states)
@@ -339,7 +341,7 @@ def test_wake_question_reply_and_follow_up(start):
     async def scenario():
         await run_loop(rig, quiet(0.4) + [WAKE] + say(0) + quiet(0.8))
         assert rig.loop.state == d.FOLLOW_UP
-        timings = dict(rig.loop.last_timings)
+        timings = dict(rig.loop.turns.last.timings())
         await run_loop(rig, quiet(0.3) + say(1) + quiet(0.8))
         assert rig.loop.state == d.FOLLOW_UP
         await run_loop(rig, quiet(2.5))
@@ -569,8 +571,8 @@ def test_a_finished_question_is_answered_after_a_short_pause():
     asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
     # judged finished when the transcript came (240 ms in: no time passes for the fakes here),
     # ended at 250 ms: the 4th silent frame, 320 ms
-    assert rig.loop.last_judgment["verdict"] == "finished"
-    assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.32, abs=0.01)
+    assert rig.loop.turns.last.judgment()["verdict"] == "finished"
+    assert rig.loop.turns.last.timings()["speech_end_to_first_audio"] == pytest.approx(0.32, abs=0.01)
     # the reply started ahead was the reply: the model was asked once
     assert rig.model.questions == [PHRASES[WHOLE]]
     assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
@@ -605,7 +607,7 @@ def test_an_unfinished_pause_that_goes_on_ends_at_max_pause():
         await run_loop(rig, quiet(0.3))
 
     asyncio.run(scenario())
-    assert rig.loop.last_judgment["verdict"] == "unfinished"
+    assert rig.loop.turns.last.judgment()["verdict"] == "unfinished"
     assert rig.model.questions == [PHRASES[UNFINISHED]]  # nothing came: the words are the turn
 
 
@@ -644,10 +646,10 @@ def test_speech_resumed_after_a_speculation_leaves_no_trace(held):
 def test_an_undecided_pause_ends_after_end_silence_with_the_reply_ready():
     rig = make_rig(judge=True, speculate=True)
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
-    assert rig.loop.last_judgment["verdict"] == "unknown"
-    assert rig.loop.last_judgment["end_after_ms"] == 600
+    assert rig.loop.turns.last.judgment()["verdict"] == "unknown"
+    assert rig.loop.turns.last.judgment()["end_after_ms"] == 600
     assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
-    assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
+    assert rig.loop.turns.last.timings()["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
 
 
 def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
@@ -657,7 +659,7 @@ def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
     rig = make_rig(judge=True, speculate=True, read_again=reader)
     rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
-    assert reader.calls == 1 and rig.loop.last_judgment["verdict"] == "unknown"
+    assert reader.calls == 1 and rig.loop.turns.last.judgment()["verdict"] == "unknown"
     assert rig.model.questions[-1] == "What is the capital of France?"
     assert stored(rig) == [(ChatRole.USER, "What is the capital of France?"),
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
@@ -686,7 +688,7 @@ def test_a_second_reading_that_agrees_keeps_the_reply_started_ahead():
     assert reader.calls == 1
     assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
     assert rig.loop.counters.speculations_discarded == 0
-    assert rig.loop.last_timings["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
+    assert rig.loop.turns.last.timings()["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
 
 
 def test_doubtful_words_whisper_is_fairly_sure_of_are_not_read_again():
@@ -694,7 +696,7 @@ def test_doubtful_words_whisper_is_fairly_sure_of_are_not_read_again():
     rig = make_rig(judge=True, speculate=True, read_again=reader)
     rig.transcriber.logprob = -0.5
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
-    assert rig.loop.last_judgment["verdict"] == "unknown"
+    assert rig.loop.turns.last.judgment()["verdict"] == "unknown"
     assert reader.calls == 0 and rig.model.questions == [PHRASES[0]]
 
 
@@ -824,12 +826,10 @@ def test_a_held_reply_is_synthesized_but_not_played_until_released():
 
 def announcing_rig(**options: object) -> tuple[Rig, Announcer, list[tuple[str, str]]]:
     """A rig whose loop announces; the announcer's hooks are recorded."""
-    rig = make_rig(**options)
     events: list[tuple[str, str]] = []
     announcer = Announcer(on_heard=lambda a: events.append(("heard", a.text)),
                           on_over=lambda a, why: events.append((why, a.text)))
-    rig.loop.announcer = announcer
-    return rig, announcer, events
+    return make_rig(announcer=announcer, **options), announcer, events
 
 
 def test_an_announcement_waits_for_the_turn_then_chimes_and_speaks():
@@ -1086,7 +1086,7 @@ async def speak_over_her(rig: Rig, phrase: int, loudness: int, seconds: float = 
         await rig.loop.on_frame(phrase_frame(rig, phrase, loudness))
     await rig.loop.on_frame(rig.frame(SILENCE))
     for _ in range(500):
-        if rig.loop._stop_check is not None and rig.loop._stop_check.done():
+        if rig.loop.stop_listener.check is not None and rig.loop.stop_listener.check.done():
             break
         await asyncio.sleep(0.001)
     state = rig.loop.state
@@ -1287,7 +1287,7 @@ def test_the_wake_word_then_stop_ends_the_turn_at_once_and_opens_no_follow_up(tm
         await run_loop(rig, quiet(0.3) + [WAKE] + say(STOP, 0.5) + quiet(2.5))
 
     asyncio.run(scenario())
-    timings = rig.loop.last_timings
+    timings = rig.loop.turns.last.timings()
     # Judged finished after 250 ms; a reply with nothing to say has no audio to wait for.
     assert timings["speech_end_to_turn_end"] is not None and timings["speech_end_to_turn_end"] < 0.5, timings
     assert timings["speech_end_to_first_audio"] is None
@@ -1455,3 +1455,100 @@ def test_where_the_microphone_does_not_hear_her_the_person_goes_on_at_any_loudne
     assert rig.loop.counters.went_on == 1
     assert stored(rig)[-2:] == [(ChatRole.USER, PHRASES[WHOLE]),
                                 (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+
+
+# -- the turn's events -------------------------------------------------------------------------
+
+
+def watched(rig: Rig) -> list[ev.TurnEvent]:
+    """Every turn event the loop records from now on, as it records it."""
+    seen: list[ev.TurnEvent] = []
+    rig.loop.turns.observers.append(seen.append)
+    return seen
+
+
+def timeline(events: list[ev.TurnEvent], start: float = 1000.0) -> list[str]:
+    """The events in the order they happened: kind, what matters of it, seconds from `start`."""
+    def detail(event: ev.TurnEvent) -> str:
+        if isinstance(event, ev.Dropped):
+            return f"({event.why})"
+        if isinstance(event, ev.PauseJudged):
+            return f"({event.verdict}, ends after {event.end_after_ms} ms)"
+        if isinstance(event, ev.Wake):
+            return f"({event.name})"
+        return ""
+
+    return [f"{type(e).__name__}{detail(e)} {e.at - start:.2f}" for e in sorted(events, key=lambda e: e.at)]
+
+
+def test_a_turn_s_events_from_the_wake_word_to_the_end_of_the_reply():
+    rig = make_rig(mode="wake_word")
+    seen = watched(rig)
+    asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
+    # the words read at the first pause (0.24 s into it) were the turn's; the pause ended at 0.64 s
+    assert timeline(seen) == [
+        "Wake(hey_jarvis) 0.08", "Listening 0.08", "SpeechStart 0.32", "SpeechEnd 1.28",
+        "Transcribed 1.52", "TurnEnd 1.92", "Prompt 1.92", "Committed 1.92", "FirstToken 1.92",
+        "FirstAudio 1.92", "Done 1.92"]
+    assert rig.loop.turns.last is not None and rig.loop.turns.last.events == seen
+
+
+def test_a_judged_turn_is_answered_ahead_and_its_reply_heard_when_the_pause_ends():
+    rig = make_rig(judge=True, speculate=True)
+    seen = watched(rig)
+    asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
+    assert timeline(seen) == [
+        "Wake(hey_jarvis) 0.08", "Listening 0.08", "SpeechStart 0.32", "SpeechEnd 1.28",
+        "PauseJudged(finished, ends after 250 ms) 1.52", "Prompt 1.52", "Transcribed 1.52",
+        "FirstToken 1.52", "TurnEnd 1.60", "Committed 1.60", "FirstAudio 1.60", "Done 1.60",
+        "Listening 1.60"]  # the follow-up's
+
+
+def in_order(events: list[ev.TurnEvent], story: list[str]) -> bool:
+    """Do the events tell `story` (kinds as `timeline` names them, without times), in that order,
+    among others? For scenarios fed without waiting, where when work ends depends on threads."""
+    told = iter(line.rsplit(" ", 1)[0] for line in timeline(events))
+    return all(any(kind == line for line in told) for kind in story)
+
+
+def test_going_on_over_her_reply_drops_it_and_the_same_turn_goes_on():
+    rig = echo_rig(judge=True, speculate=True, go_on_ms=1500)
+    seen = watched(rig)
+    asyncio.run(go_on_over_her(rig, OVER_HER))
+    assert in_order(seen, ["Wake(hey_jarvis)", "SpeechStart", "TurnEnd", "Dropped(the person went on)", "GoneOn",
+                           "SpeechStart", "TurnEnd", "Committed"])
+    assert sum(isinstance(e, ev.Committed) for e in seen) == 1
+    assert sum(isinstance(e, ev.Done) for e in seen) == 1
+    # one turn: what was measured of the words before the person went on no longer counts
+    record = rig.loop.turns.last
+    assert record is not None and record.last(ev.SpeechEnd).at > record.first(ev.GoneOn).at
+
+
+def test_a_wake_over_her_reply_cuts_it_and_begins_a_new_turn():
+    rig = make_rig(barge_in=True)
+    seen = watched(rig)
+
+    async def scenario():
+        rig.player.hold = asyncio.Event()  # the first clip is still playing
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
+        await until(rig, d.SPEAKING)
+        await run_loop(rig, [WAKE], wait=False)
+        await asyncio.sleep(0.01)
+        rig.player.hold.set()
+        rig.player.hold = None
+        await settle(rig)
+
+    asyncio.run(scenario())
+    assert in_order(seen, ["Wake(hey_jarvis)", "SpeechStart", "SpeechEnd", "TurnEnd", "Prompt", "Committed",
+                           "Wake(hey_jarvis)", "Dropped(the reply was cut off)"])
+    assert not any(isinstance(e, ev.Done) for e in seen)
+
+
+@pytest.mark.parametrize(("script", "why"), [([WAKE] + quiet(6), "no speech"),
+                                             ([WAKE] + say(WAKE_PHRASE_ONLY) + quiet(0.8), "only the wake word")])
+def test_a_turn_without_a_question_is_dropped_and_says_why(script, why):
+    rig = make_rig(mode="wake_word")
+    seen = watched(rig)
+    asyncio.run(run_loop(rig, script))
+    assert [e.why for e in seen if isinstance(e, ev.Dropped)] == [why]
+    assert not any(isinstance(e, ev.Prompt | ev.Done) for e in seen)

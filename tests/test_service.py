@@ -94,6 +94,7 @@ def ask(card, tmp_path, name, question):
 def test_the_daemon_as_a_service(service, sound_card, ollama_server, tmp_path):
     daemon, notify, env, config = service
     notify.wait_for("READY", "1", timeout=90)
+    daemon.wait_for("is ready", timeout=10)  # its line may reach us just after READY
     log = daemon.log()
     # READY comes only once every model is loaded and the microphone is open.
     assert notify.messages[0] == {"STATUS": "loading models"}

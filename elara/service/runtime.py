@@ -39,7 +39,7 @@ from elara.voice.dialogue import Dialogue
 from elara.voice.echo import CANCELLER_NEEDS, EchoFilter, make_canceller
 from elara.voice.endpoint import Segmenter
 from elara.voice.engines import load_second_check, load_speech_to_text, load_text_to_speech, load_wake
-from elara.voice.loop import FrameSource, SpeechToText, VoiceParts
+from elara.voice.parts import FrameSource, SpeechToText, VoiceParts
 from elara.voice.remote import FailoverSynthesizer, FailoverTranscriber
 from elara.voice.satellites import Room, SatelliteLink, SatelliteSpeaker
 from elara.voice.speech import SpeechSink, Synthesizer

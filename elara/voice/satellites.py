@@ -32,7 +32,7 @@ from elara.settings import ServiceAddress
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from elara.skills.announcements import Announcer
-    from elara.voice.loop import VoiceParts
+    from elara.voice.parts import VoiceParts
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,67 @@
+"""The wake listener: frames to the wake word while she is idle, or over her voice with barge-in;
+a wake heard over her voice counts only if her own voice could not explain it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from elara.audio.frames import AudioFrame
+from elara.voice import dialogue as d
+from elara.voice.barge_in import PLAYED_WORDS_SECONDS, WAKE_WINDOW_FRAMES, playback_explains
+from elara.voice.echo import EchoFilter
+from elara.voice.parts import LoopCounters, VoiceParts
+
+log = logging.getLogger(__name__)
+
+
+class WakeListener:
+    """Scores frames for the wake word and tells the loop when the person called her."""
+
+    def __init__(self, *, counters: LoopCounters, state: Callable[[], str],
+                 on_wake: Callable[[str, float, str], None]) -> None:
+        self._counters = counters
+        self._state = state
+        self._on_wake = on_wake
+        # Set by a wake: the wake word's engine forgets what it heard before the next frame it
+        # scores (here, not at the wake: it may be scoring a frame in its thread right then).
+        self._woke = False
+
+    def woke(self) -> None:
+        """A wake counted (heard here or read by the stop listener): start afresh next frame."""
+        self._woke = True
+
+    async def feed(self, frame: AudioFrame, parts: VoiceParts, speaking_until: float) -> None:
+        """Score one frame; a wake that counts goes to `on_wake`."""
+        echo, state = parts.echo, self._state()
+        if state == d.IDLE and echo is None and frame.captured_at < speaking_until:
+            return  # Elara's own voice (and its echo) must never wake her
+        if self._woke:
+            self._woke = False
+            parts.wake.reset()  # else the phrase, still in its window, would wake her again
+        parts.wake.during_playback = state != d.IDLE
+        detection = await asyncio.to_thread(parts.wake.process, frame)
+        if detection is None:
+            return
+        state = self._state()
+        if state not in (d.IDLE, d.SPEAKING, d.ANNOUNCING):
+            # Woken while the model scored this frame: the "stop" reader heard the phrase over her.
+            parts.wake.reset()
+            return
+        if state != d.IDLE and echo is not None:
+            near, far = echo.recent_levels(WAKE_WINDOW_FRAMES)
+            played = parts.speech.recent_text(PLAYED_WORDS_SECONDS)
+            if self.explained(detection.name, near, far, played, echo):
+                parts.wake.reset()
+                return
+        self._on_wake(detection.name, detection.at, f"score {detection.score:.2f}")
+
+    def explained(self, name: str, near: float, far: float, played_words: str, echo: EchoFilter | None) -> bool:
+        """Could her own voice explain wake word `name` heard over her (counted and logged if so)?"""
+        why = playback_explains(name, near, far, played_words, echo)
+        if why is None:
+            return False
+        self._counters.self_wakes_suppressed += 1
+        log.info("ignored a wake word while speaking: her own voice could explain it (%s)", why)
+        return True
