@@ -36,6 +36,15 @@ def test_packaged_defaults_are_the_repo_file_and_bind():
     assert s.language_model.embedded_model is None and s.language_model.embedded_threads is None
 
 
+def test_the_packaged_defaults_name_each_section_and_key_once():
+    def once(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        keys = [key for key, _ in pairs]
+        assert len(set(keys)) == len(keys), f"named twice: {sorted({k for k in keys if keys.count(k) > 1})}"
+        return dict(pairs)
+
+    json.loads((REPO / "config" / "appsettings.json").read_text(encoding="utf-8"), object_pairs_hook=once)
+
+
 def test_layers_apply_in_order(tmp_path):
     xdg = tmp_path / "xdg"
     write(xdg / "elara" / "appsettings.json", {"Context": {"LastN": 3}, "Logging": {"Level": "DEBUG"}})
