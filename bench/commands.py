@@ -15,49 +15,46 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-
-from bench.turn import QUESTIONS, source_name, speak  # noqa: E402
-from bench.voice import REPLY, VOICES, parse_timings, percentile, speak_into  # noqa: E402
-from elara.skills import intents  # noqa: E402
-from tests.rig import voice_clips  # noqa: E402
-from tests.rig.daemon_process import DaemonProcess, daemon_env  # noqa: E402
-from tests.rig.ollama_server import FakeOllamaServer  # noqa: E402
-from tests.rig.pulse import VirtualSoundCard  # noqa: E402
+from bench.common import (
+    EMBEDDED_MODEL,
+    QUESTIONS,
+    REPLY,
+    VOICES,
+    listening_daemon,
+    log,
+    parse_timings,
+    percentile,
+    source_name,
+    speak_into,
+    woken_question,
+)
+from elara.skills import intents
+from tests.rig import voice_clips
+from tests.rig.daemon_process import daemon_env
+from tests.rig.ollama_server import FakeOllamaServer
+from tests.rig.pulse import VirtualSoundCard
 
 COMMANDS = ("What time is it?", "Set a timer for ten minutes.", "How much time is left on the timer?",
             "What's the date today?", "Set a pasta timer for eight minutes.", "What timers do I have?",
             "What day is it?", "Cancel all timers.")
 
 
-def clip(tmp: Path, name: str, source: tuple, text: str) -> Path:
-    """The wake phrase, then `text` in `source`'s voice."""
-    return voice_clips.write_wav(tmp / f"{name}.wav", voice_clips.concat(
-        voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.6),
-        speak(source, text, "", None), voice_clips.silence(2.6)))
-
-
 def run(label: str, settings: dict[str, str], clips: list[tuple[str, Path]], card: VirtualSoundCard,
         tmp: Path, log_dir: str | None) -> dict:
     """Speak every clip into a daemon with `settings`; end of speech → first audio, per kind."""
-    print(f"== {label}", file=sys.stderr)
+    log(f"== {label}")
     with FakeOllamaServer(responder=lambda endpoint, body: REPLY) as server:
         home = tmp / label.split()[0]
         home.mkdir()
-        daemon = DaemonProcess(daemon_env(card.env, server.url, home, Listening__Mode="wake_word",
-                                          **settings))
+        env = daemon_env(card.env, server.url, home, Listening__Mode="wake_word", **settings)
         out: dict = {"command": [], "question": [], "answered_locally": [], "local": 0, "model_requests": 0}
-        try:
-            daemon.wait_for("waiting for the wake word", timeout=120)
-            def replies() -> int:  # streamed chat requests: replies, not memory's background work
-                return len([1 for p, body in server.requests if p == "/api/chat" and body.get("stream", True)])
-
+        with listening_daemon(env, Path(log_dir, f"{label.split()[0]}.log") if log_dir else None) as daemon:
             for kind, path in clips:
-                chats = replies()
+                chats = len(server.turns())
                 locals_before = daemon.count("local command:")
                 line = speak_into(daemon, card, path)
                 if line is None:
-                    print(f"  {kind}: no turn", file=sys.stderr)
+                    log(f"  {kind}: no turn")
                     continue
                 stages = parse_timings(line)
                 seconds = stages["speech_end_to_first_audio"]
@@ -67,15 +64,10 @@ def run(label: str, settings: dict[str, str], clips: list[tuple[str, Path]], car
                     out["local"] += local
                     if local:
                         out["answered_locally"].append(seconds)
-                    out["model_requests"] += replies() > chats
-                print(f"  {kind}{' (local)' if local else ''}: {seconds:.3f} s — " + ", ".join(
-                    f"{k} {v:.3f}" for k, v in stages.items() if k.startswith("speech_end_to")),
-                    file=sys.stderr)
+                    out["model_requests"] += len(server.turns()) > chats
+                log(f"  {kind}{' (local)' if local else ''}: {seconds:.3f} s — " + ", ".join(
+                    f"{k} {v:.3f}" for k, v in stages.items() if k.startswith("speech_end_to")))
             daemon.terminate()
-        finally:
-            daemon.kill()
-            if log_dir:
-                Path(log_dir, f"{label.split()[0]}.log").write_text("\n".join(daemon.lines))
     return out
 
 
@@ -89,9 +81,7 @@ def main() -> int:
     args = parser.parse_args()
     configs: dict[str, dict[str, str]] = {"instant model (Ollama protocol)": {}}
     if not args.no_embedded:
-        configs["embedded model (SmolLM2-135M, llama.cpp)"] = {
-            "LanguageModel__Provider": "embedded", "LanguageModel__EmbeddedThreads": "2",
-            "LanguageModel__Options": '{"num_ctx": 2048, "num_predict": 48}'}
+        configs["embedded model (SmolLM2-135M, llama.cpp)"] = dict(EMBEDDED_MODEL)
     for settings in configs.values():
         settings.update(item.split("=", 1) for item in args.set)
     with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card:
@@ -101,8 +91,8 @@ def main() -> int:
         questions = [f"{first} {rest}" for first, rest in QUESTIONS if intents.match(f"{first} {rest}") is None]
         for i in range(args.turns):
             source = VOICES[i % len(VOICES)]
-            clips.append(("command", clip(tmp, f"command{i}", source, COMMANDS[i % len(COMMANDS)])))
-            clips.append(("question", clip(tmp, f"question{i}", source, questions[i % len(questions)])))
+            for kind, text in (("command", COMMANDS[i % len(COMMANDS)]), ("question", questions[i % len(questions)])):
+                clips.append((kind, voice_clips.write_wav(tmp / f"{kind}{i}.wav", woken_question(source, text))))
         results = {label: run(label, settings, clips, card, tmp, args.log_dir) for label, settings in configs.items()}
 
     print(f"local commands against the model path: {args.turns} commands and {args.turns} questions "

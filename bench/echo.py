@@ -23,10 +23,7 @@ measured on the microphone's own recording (see tests/test_echo_e2e.py), over `-
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,12 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-
-from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame  # noqa: E402
-from elara.audio.reference import PlaybackHistory  # noqa: E402
-from elara.audio.streams import resample  # noqa: E402
-from elara.voice.echo import (  # noqa: E402
+from bench.common import listening_daemon, log, source_name, speech
+from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
+from elara.audio.reference import PlaybackHistory
+from elara.audio.streams import resample
+from elara.voice.echo import (
     FAR_ACTIVE_RMS,
     Canceller,
     EchoFilter,
@@ -49,9 +45,11 @@ from elara.voice.echo import (  # noqa: E402
     make_canceller,
     webrtc_canceller,
 )
-from elara.voice.stop import StopSpotter, heard_stop  # noqa: E402
-from elara.voice.stt import phantom_reason  # noqa: E402
-from tests.rig import voice_clips  # noqa: E402
+from elara.voice.stop import StopSpotter, heard_stop
+from elara.voice.stt import phantom_reason
+from tests.rig import voice_clips
+
+REPO = Path(__file__).resolve().parents[1]
 
 STORY = ("Once upon a time there was a lighthouse keeper who lived on a small rocky island. Every "
          "evening she climbed the stairs and lit the lamp, and every morning she put it out again. "
@@ -71,7 +69,7 @@ OTHER_WORDS = [(text, "other") for text in (
     "Cool.", "I see.", "That is it.", "Start over.", "Shut the door.", "Top of the morning.", "Say that again.",
     "Never.", "Be careful.", "Cancel my meeting.", "Hey John.", "Stop by later.", "Quite.", "Nice.", "Oh no.",
     "Excuse me.", "Wait.", "Sorry?", "Enough said.", "Got it.")]
-VOICES = [("espeak", "en-us"), ("espeak", "en-gb"), ("espeak", "en-us+f3"), ("piper", 1.1)]
+VOICES = [("espeak", "en-us", 150), ("espeak", "en-gb", 150), ("espeak", "en-us+f3", 150), ("piper", 1.1)]
 BLOCK = 0.02  # the speaker's callback block
 DEBUG = False
 
@@ -112,14 +110,6 @@ class Scene:
     mic: np.ndarray  # 16 kHz: her echo plus the people
     words: list[tuple[int, int, str, str, float]]  # start, end (16 kHz samples), text, kind, level dB
     near: np.ndarray  # the people alone (16 kHz), to tell the canceller's harm from Whisper's
-
-
-def speech(voice: tuple[str, object], text: str) -> np.ndarray:
-    """`text` said by a person (16 kHz)."""
-    kind, detail = voice
-    if kind == "piper":
-        return voice_clips.piper_speech(text, length_scale=float(detail))  # type: ignore[arg-type]
-    return voice_clips.espeak_speech(text, voice=str(detail))
 
 
 def room_response(rt60: float, seed: int = 7) -> np.ndarray:
@@ -258,8 +248,8 @@ def run(scene: Scene, canceller: Canceller, transcriber, vad, wake, plain) -> Re
         own = plain.transcribe(audio)
         stops_plain.append(((i + 1) * FRAME_SAMPLES, phantom_reason(own) is None and heard_stop(own.text) and during_playback))
         if DEBUG:
-            print(f"  candidate {candidate.start:.2f}-{candidate.end:.2f}: {transcript.text!r} "
-                  f"no-speech {transcript.no_speech_prob:.2f} levels {near:.0f}/{far:.0f} stop={said_stop}")
+            log(f"  candidate {candidate.start:.2f}-{candidate.end:.2f}: {transcript.text!r} "
+                f"no-speech {transcript.no_speech_prob:.2f} levels {near:.0f}/{far:.0f} stop={said_stop}")
     mic_all = scene.mic[: frames * FRAME_SAMPLES].astype(np.float64)
     out_all = np.concatenate(cleaned_frames).astype(np.float64)
     quiet = np.ones(len(mic_all), dtype=bool)
@@ -398,95 +388,95 @@ def moving_path(args: argparse.Namespace) -> None:
 
 def live(args: argparse.Namespace) -> None:
     """Reaction times and self-talk on the daemon itself."""
-    from test_echo_e2e import reaction, voiced_end
-
-    from tests.rig.daemon_process import DaemonProcess, daemon_env
+    from tests.rig.daemon_process import daemon_env, daemon_status
     from tests.rig.ollama_server import FakeOllamaServer
     from tests.rig.pulse import VirtualSoundCard
 
     reply = {"text": " ".join([STORY] * 3)}
+    log_to = REPO / "bench-results" / "echo-live-daemon.log" if args.debug else None
     with tempfile.TemporaryDirectory() as tmp_name, VirtualSoundCard() as card, \
             FakeOllamaServer(responder=lambda endpoint, body: reply["text"]) as server:
         tmp = Path(tmp_name)
-        module = card.add_echo(latency_ms=round(args.delay_ms), volume=10 ** (args.echo_db / 20),
-                               adjust_seconds=10 if args.drifting else 0)
+        path = {"module": card.add_echo(latency_ms=round(args.delay_ms), volume=10 ** (args.echo_db / 20),
+                                        adjust_seconds=10 if args.drifting else 0), "late": False}
         settings = {"Listening__Mode": "wake_word", "Audio__EchoCanceller": args.cancellers.split(",")[0],
                     "Logging__Level": "DEBUG" if args.debug else "INFO"}
         settings.update(item.split("=", 1) for item in args.set)
         env = daemon_env(card.env, server.url, tmp, **settings)
-        daemon = DaemonProcess(env)
         try:
-            daemon.wait_for("waiting for the wake word", timeout=120)
-            question = voice_clips.write_wav(tmp / "q.wav", voice_clips.concat(
-                voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.4),
-                voice_clips.piper_speech("Tell me a story."), voice_clips.silence(0.5)))
-            # The first reply after start: she learns the room (an always-on daemon does this once).
-            waits = daemon.count("waiting for the wake word")
-            card.play_into_mic(question)
-            if args.cancellers.split(",")[0] == "speex":
-                daemon.wait_for("speexdsp has learnt the room", timeout=60)
-            time.sleep(2.0)
-            card.play_into_mic(voice_clips.write_wav(tmp / "w.wav", voice_clips.concat(
-                voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(1.0))))
-            daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=180)
-            times: dict[str, list[float]] = {"stop": [], "wake word": []}
-            missed: dict[str, int] = {"stop": 0, "wake word": 0}
-            for trial in range(args.trials):
+            with listening_daemon(env, log_to) as daemon:
+                question = voice_clips.write_wav(tmp / "q.wav", voice_clips.concat(
+                    voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.4),
+                    voice_clips.piper_speech("Tell me a story."), voice_clips.silence(0.5)))
+                wake = voice_clips.write_wav(tmp / "w.wav", voice_clips.concat(
+                    voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(1.0)))
+                # The first reply after start: she learns the room (an always-on daemon does this once).
                 waits = daemon.count("waiting for the wake word")
                 card.play_into_mic(question)
-                time.sleep(2.5 + (trial % 4) * 0.7)
-                kind = "wake word" if trial % 2 else "stop"
-                voice = VOICES[(trial // 2) % len(VOICES)]
-                text = "Hey Jarvis." if kind == "wake word" else STOPS[(trial // 2) % len(STOPS)]
-                said = voice_clips.concat(voice_clips.silence(0.3), speech(voice, text), voice_clips.silence(1.2))
-                pattern = r"wake word hey_jarvis \(" if kind == "wake word" else r'heard "stop"'
-                before = daemon.count(pattern) - (1 if kind == "wake word" else 0)  # the question's own
-                room = card.record_speaker(source=card.mic_monitor)
-                card.play_into_mic(voice_clips.write_wav(tmp / "s.wav", said))
-                seconds = reaction(room.samples(), said, voiced_end(said))
-                heard = daemon.count(pattern) - before > (1 if kind == "wake word" else 0)
-                if heard and seconds < 1.5:
-                    times[kind].append(seconds)
-                else:
-                    missed[kind] += 1
-                print(f"trial {trial}: {text!r} in {voice} → {'heard' if heard else 'MISSED'}, silent after "
-                      f"{seconds * 1000:.0f} ms at the microphone", file=sys.stderr)
-                if not heard:  # let the story run out, or stop it
-                    card.play_into_mic(voice_clips.write_wav(tmp / "w.wav", voice_clips.concat(
-                        voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(1.0))))
-                daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=120)
-            for kind, got in times.items():
-                if got:
-                    print(f"{kind}: heard {len(got)}/{len(got) + missed[kind]}; end of speech → silent at the "
-                          f"microphone, median {statistics.median(got) * 1000:.0f} ms, max {max(got) * 1000:.0f} ms "
-                          f"(through the {args.delay_ms:.0f} ms echo path)")
-            if args.self_talk:
-                if args.short_replies:
-                    # Each reply's first 1.5 s after the question is when the person may go on
-                    # (Listening.GoOnMs): short replies put many of them in the minutes.
-                    reply["text"] = ". ".join(STORY.split(". ")[:2]) + "."
-                path = {"module": module, "late": False}
+                if args.cancellers.split(",")[0] == "speex":
+                    daemon.wait_for("speexdsp has learnt the room", timeout=60)
+                time.sleep(2.0)
+                card.play_into_mic(wake)
+                daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=180)
+                reactions(daemon, card, tmp, question, wake, args)
+                if args.self_talk:
+                    if args.short_replies:
+                        # Each reply's first 1.5 s after the question is when the person may go on
+                        # (Listening.GoOnMs): short replies put many of them in the minutes.
+                        reply["text"] = ". ".join(STORY.split(". ")[:2]) + "."
 
-                def move() -> None:
-                    """The echo path `--move-echo-ms` later, or back (between two replies)."""
-                    path["late"] = not path["late"]
-                    latency = round(args.delay_ms + (args.move_echo_ms if path["late"] else 0))
-                    path["module"] = card.move_echo(int(path["module"]), latency, volume=10 ** (args.echo_db / 20))
+                    def move() -> None:
+                        """The echo path `--move-echo-ms` later, or back (between two replies)."""
+                        path["late"] = not path["late"]
+                        latency = round(args.delay_ms + (args.move_echo_ms if path["late"] else 0))
+                        path["module"] = card.move_echo(int(path["module"]), latency,
+                                                        volume=10 ** (args.echo_db / 20))
 
-                self_talk(daemon, card, server, question, args.self_talk,
-                          move if args.move_echo_ms else None, round(args.move_every))
-                module = int(path["module"])
-            status = json.loads(subprocess.run([sys.executable, "-m", "elara", "status", "--json"], env=env,
-                                               capture_output=True, text=True, timeout=30).stdout)
-            print(f"status: echo {status.get('echo')}, counters {status['counters']}")
+                    self_talk(daemon, card, server, question, args.self_talk,
+                              move if args.move_echo_ms else None, round(args.move_every))
+                status = daemon_status(env)
+                print(f"status: echo {status.get('echo')}, counters {status['counters']}")
         finally:
-            if args.debug:
-                log = REPO / "bench-results" / "echo-live-daemon.log"
-                log.parent.mkdir(exist_ok=True)
-                log.write_text(daemon.log())
-                print(f"the daemon's log: {log}", file=sys.stderr)
-            daemon.kill()
-            card.remove_echo(module)
+            card.remove_echo(int(path["module"]))
+            if log_to is not None:
+                log(f"the daemon's log: {log_to}")
+
+
+def reactions(daemon, card, tmp: Path, question: Path, wake: Path, args: argparse.Namespace) -> None:
+    """`--trials` times, "stop" or the wake word said over her long reply: whether she heard it, and
+    how soon after it she is silent at the microphone."""
+    from tests.test_echo_e2e import reaction, voiced_end
+
+    times: dict[str, list[float]] = {"stop": [], "wake word": []}
+    missed: dict[str, int] = {"stop": 0, "wake word": 0}
+    for trial in range(args.trials):
+        waits = daemon.count("waiting for the wake word")
+        card.play_into_mic(question)
+        time.sleep(2.5 + (trial % 4) * 0.7)
+        kind = "wake word" if trial % 2 else "stop"
+        voice = VOICES[(trial // 2) % len(VOICES)]
+        text = "Hey Jarvis." if kind == "wake word" else STOPS[(trial // 2) % len(STOPS)]
+        said = voice_clips.concat(voice_clips.silence(0.3), speech(voice, text), voice_clips.silence(1.2))
+        pattern = r"wake word hey_jarvis \(" if kind == "wake word" else r'heard "stop"'
+        before = daemon.count(pattern) - (1 if kind == "wake word" else 0)  # the question's own
+        room = card.record_speaker(source=card.mic_monitor)
+        card.play_into_mic(voice_clips.write_wav(tmp / "s.wav", said))
+        seconds = reaction(room.samples(), said, voiced_end(said))
+        heard = daemon.count(pattern) - before > (1 if kind == "wake word" else 0)
+        if heard and seconds < 1.5:
+            times[kind].append(seconds)
+        else:
+            missed[kind] += 1
+        log(f"trial {trial}: {text!r} in {source_name(voice)} → {'heard' if heard else 'MISSED'}, silent after "
+            f"{seconds * 1000:.0f} ms at the microphone")
+        if not heard:  # let the story run out, or stop it
+            card.play_into_mic(wake)
+        daemon.wait_for("waiting for the wake word", count=waits + 1, timeout=120)
+    for kind, got in times.items():
+        if got:
+            print(f"{kind}: heard {len(got)}/{len(got) + missed[kind]}; end of speech → silent at the "
+                  f"microphone, median {statistics.median(got) * 1000:.0f} ms, max {max(got) * 1000:.0f} ms "
+                  f"(through the {args.delay_ms:.0f} ms echo path)")
 
 
 def self_talk(daemon, card, server, question: Path, minutes: float,

@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.common import percentile, rss_mib
 from elara.brain.embedded import EmbeddedLanguageModel, load_model, resolve_embedded_model
 from elara.conversation.render import ChatRequest
 from elara.memory.facts import FactExtractor
@@ -68,17 +69,6 @@ class PiperSpeaking:
         self._thread.join()
 
 
-def rss_mib() -> tuple[float, float]:
-    """This process's resident memory now and at its peak (VmRSS, VmHWM), in MiB."""
-    values = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                name, kib = line.split()[:2]
-                values[name] = int(kib) / 1024
-    return values["VmRSS:"], values["VmHWM:"]
-
-
 async def one_reply(model: EmbeddedLanguageModel, question: str) -> tuple[float, float, int]:
     """Seconds to the first piece, seconds in total, and pieces, for one streamed reply."""
     request = ChatRequest(messages=({"role": "system", "content": SYSTEM},
@@ -106,13 +96,13 @@ def main() -> int:
     args = parser.parse_args()
 
     path = resolve_embedded_model(args.model)
-    before, _ = rss_mib()
+    before = rss_mib()
     started = time.perf_counter()
     model = load_model(path, threads=args.threads, timeout_seconds=600,
                        options={"num_ctx": args.ctx, "temperature": 0.0,
                                 "num_predict": args.max_tokens})
     load = time.perf_counter() - started
-    loaded, _ = rss_mib()
+    loaded = rss_mib()
     info = asyncio.run(model.check())
 
     async def run_all() -> tuple[list[tuple[float, float, int]], list[float]]:
@@ -129,7 +119,7 @@ def main() -> int:
     piper = PiperSpeaking() if args.beside_piper else None
     with piper or contextlib.nullcontext():
         results, facts = asyncio.run(run_all())
-    now, peak = rss_mib()
+    now, peak = rss_mib(), rss_mib(field="VmHWM")
     model.close()
 
     firsts = [first for first, _, _ in results]
@@ -144,23 +134,18 @@ def main() -> int:
     print("| --- | ---: |")
     print(f"| load (llama.cpp, mmap) | {load:.2f} s |")
     print(f"| first token, median (p90) | {statistics.median(firsts) * 1000:.0f} ms "
-          f"({_p90(firsts) * 1000:.0f} ms) |")
+          f"({percentile(firsts, 90) * 1000:.0f} ms) |")
     if rates:
         print(f"| tokens per second after the first, median | {statistics.median(rates):.1f} |")
     print(f"| reply length, median | {statistics.median(p for _, _, p in results):.0f} tokens |")
     print(f"| reply, whole, median (p90) | {statistics.median(t for _, t, _ in results):.2f} s "
-          f"({_p90([t for _, t, _ in results]):.2f} s) |")
+          f"({percentile([t for _, t, _ in results], 90):.2f} s) |")
     print(f"| fact extraction (JSON under a grammar), median (p90) | {statistics.median(facts):.2f} s "
-          f"({_p90(facts):.2f} s) |")
+          f"({percentile(facts, 90):.2f} s) |")
     print(f"| RSS before load / after load / after the replies | {before:.0f} / {loaded:.0f} / "
           f"{now:.0f} MiB |")
     print(f"| peak RSS | {peak:.0f} MiB |")
     return 0
-
-
-def _p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
 
 
 if __name__ == "__main__":

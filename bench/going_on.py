@@ -17,22 +17,17 @@ past the pause: more words than were said before it.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-
-from bench.turn import QUESTIONS, speak  # noqa: E402
-from bench.voice import _WORDS, VOICES  # noqa: E402
-from elara.audio.frames import FRAME_SECONDS  # noqa: E402
-from elara.config import load_settings  # noqa: E402
-from elara.voice import going_on  # noqa: E402
-from elara.voice.engines import transcriber  # noqa: E402
-from elara.voice.models import resolve_whisper  # noqa: E402
-from elara.voice.vad import create_vad  # noqa: E402
-from tests.rig import voice_clips  # noqa: E402
+from bench.common import QUESTIONS, VOICES, log, question, words
+from elara.audio.frames import FRAME_SECONDS
+from elara.config import load_settings
+from elara.voice import going_on
+from elara.voice.engines import transcriber
+from elara.voice.models import resolve_whisper
+from elara.voice.vad import create_vad
+from tests.rig import voice_clips
 
 PAUSES_MS = (600, 1200)
 TAIL_FRAMES = 1  # the segmenter's tail after the last speech: min(EarlyStartMs, EndSilenceMs) = 80 ms
@@ -56,7 +51,7 @@ def main() -> int:
     for source in VOICES:
         for first, rest in QUESTIONS:
             for pause in PAUSES_MS:
-                clip = voice_clips.concat(voice_clips.silence(0.3), speak(source, first, rest, pause),
+                clip = voice_clips.concat(voice_clips.silence(0.3), question(source, first, rest, pause),
                                           voice_clips.silence(1.0))
                 vad = create_vad("silero")
                 frames = list(voice_clips.frames(clip))
@@ -66,7 +61,7 @@ def main() -> int:
                     heard = speech.index("1" * GONE_ON_FRAMES, end + 3) + GONE_ON_FRAMES  # gone on
                     done = speech.index("00", heard) + 2  # the early end after the going-on
                 except ValueError:
-                    print(f"  skipped (the VAD heard no pause): {source} {first} … {rest}", file=sys.stderr)
+                    log(f"  skipped (the VAD heard no pause): {source} {first} … {rest}")
                     continue
                 asked += 1
                 for kept in args.kept:
@@ -74,11 +69,11 @@ def main() -> int:
                     joined = going_on.shorten_pause(frames[:heard], 0, (end + TAIL_FRAMES) * FRAME_SECONDS,
                                                  GONE_ON_FRAMES) + frames[heard:done]
                     text = stt.transcribe(np.concatenate([f.samples for f in joined])).text
-                    if len(_WORDS.findall(text.lower())) > len(_WORDS.findall(first.lower())):
+                    if len(words(text)) > len(words(first)):
                         read_on[kept] += 1
                     else:
                         misses[kept].append(f"{source} {pause} ms: {text!r}")
-        print(f"  {source}: {asked} questions so far", file=sys.stderr)
+        log(f"  {source}: {asked} questions so far")
     print(f"{asked} questions gone on after a thinking pause ({len(VOICES)} voices, "
           f"{'/'.join(map(str, PAUSES_MS))} ms), tiny.en as shipped\n")
     print("| of the pause, Whisper hears (beyond the words' 80 ms tail) | read on past the pause |")
@@ -88,7 +83,7 @@ def main() -> int:
         print(f"| {label} | {read_on[kept]}/{asked} |")
     for kept in args.kept:
         for miss in misses[kept]:
-            print(f"- {'all' if kept is None else kept}: {miss}", file=sys.stderr)
+            log(f"- {'all' if kept is None else kept}: {miss}")
     return 0
 
 

@@ -20,7 +20,6 @@ compute moves off the box and only the protocol's cost (measured by `describe`) 
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import subprocess
 import sys
@@ -28,15 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-from elara.settings import parse_engine  # noqa: E402
-from elara.voice.models import resolve_voice, resolve_whisper  # noqa: E402
-from elara.voice.remote import WyomingClient, WyomingSynthesizer, WyomingTranscriber  # noqa: E402
-from elara.voice.stt import Transcriber  # noqa: E402
-from elara.voice.tts import PiperSynthesizer  # noqa: E402
-from tests.rig import voice_clips  # noqa: E402
-from tests.rig.wyoming_services import both  # noqa: E402
+from bench.common import log, percentile, speech, words
+from elara.settings import parse_engine
+from elara.voice.models import resolve_voice, resolve_whisper
+from elara.voice.remote import WyomingClient, WyomingSynthesizer, WyomingTranscriber
+from elara.voice.stt import Transcriber
+from elara.voice.tts import PiperSynthesizer
+from tests.rig.wyoming_services import both
 
 QUESTIONS = (
     "What is the capital of France?", "How far away is the moon?", "Set a timer for ten minutes.",
@@ -44,7 +41,7 @@ QUESTIONS = (
     "How many legs does a spider have?", "What is the weather like tomorrow?",
     "Tell me a fun fact about octopuses.", "What time is it in Tokyo?", "How do I boil an egg?",
 )
-VOICES = (("piper", None), ("espeak", "en-us"), ("espeak", "en-gb"), ("espeak", "en-us+f3"))
+VOICES = (("piper", 1.0), ("espeak", "en-us", 150), ("espeak", "en-gb", 150), ("espeak", "en-us+f3", 150))
 SENTENCES = (
     "Paris is the capital of France.", "The moon is about three hundred and eighty thousand kilometres away.",
     "Your pasta timer is done.", "How about a simple tomato pasta with garlic and basil?",
@@ -53,19 +50,6 @@ SENTENCES = (
     "An octopus has three hearts and blue blood.", "It is a quarter past nine in the evening in Tokyo.",
     "Put the egg in boiling water for about seven minutes.",
 )
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def summary(values: list[float]) -> str:
@@ -93,9 +77,7 @@ def engines(whisper_uri: str, piper_uri: str, turns: int) -> None:
     total = 0
     for i in range(turns):
         question = QUESTIONS[i % len(QUESTIONS)]
-        kind, voice = VOICES[i % len(VOICES)]
-        audio = (voice_clips.piper_speech(question) if kind == "piper"
-                 else voice_clips.espeak_speech(question, voice=voice or "en-us"))
+        audio = speech(VOICES[i % len(VOICES)], question)
         expected = words(question)
         total += len(expected)
         order = (("local", local_stt), ("remote", remote_stt))
@@ -131,7 +113,7 @@ def engines(whisper_uri: str, piper_uri: str, turns: int) -> None:
 
 
 def daemon(whisper_uri: str, piper_uri: str, turns: int) -> None:
-    base = [sys.executable, str(REPO / "scripts" / "bench/voice.py"), "--only", "now", "--turns", str(turns),
+    base = [sys.executable, "-m", "bench.voice", "--only", "now", "--turns", str(turns),
             "--hesitant", "0", "--idle-seconds", "5"]
     for name, extra in (("local engines", []),
                         ("both engines remote", ["--set", f"SpeechToText__Engine={whisper_uri}",

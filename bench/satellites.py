@@ -31,22 +31,23 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import (
+    QUESTIONS,
+    REPLY,
+    VOICES,
+    cpu_seconds,
+    log,
+    parse_timings,
+    percentile,
+    woken_question,
+)
+from tests.rig import voice_clips
+from tests.rig.daemon_process import DaemonProcess, daemon_env
+from tests.rig.ollama_server import FakeOllamaServer
+from tests.rig.pulse import VirtualSoundCard
+from tests.rig.wyoming_services import both, start_satellite
 
-from bench.turn import QUESTIONS  # noqa: E402
-from bench.voice import VOICES, cpu_seconds, parse_timings, percentile, question_audio  # noqa: E402
-from tests.rig import voice_clips  # noqa: E402
-from tests.rig.daemon_process import DaemonProcess, daemon_env  # noqa: E402
-from tests.rig.ollama_server import FakeOllamaServer  # noqa: E402
-from tests.rig.pulse import VirtualSoundCard  # noqa: E402
-from tests.rig.wyoming_services import both, start_satellite  # noqa: E402
-
-REPLY = "Here is a short answer for you. I hope that it helps."
 LOOP_MS = 20
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def voiced_end(samples: np.ndarray, threshold: int = 300) -> int:
@@ -95,7 +96,7 @@ def latency_run(card: VirtualSoundCard, server: FakeOllamaServer, tmp: Path, roo
             for i in range(turns):
                 source = VOICES[i % len(VOICES)]
                 first, rest = QUESTIONS[i % len(QUESTIONS)]
-                clip = question_audio(source, first, rest, None)
+                clip = woken_question(source, first, rest)
                 path = voice_clips.write_wav(tmp / f"q{i}.wav", clip)
                 before = daemon.count("turn timings")
                 idle = daemon.count("waiting for the wake word")

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Benchmark ConversationStore: read_tail(6) at growing history sizes, cold open, and fsync'd appends."""
+"""Benchmark ConversationStore: read_tail(6) at growing history sizes, cold open, and fsync'd appends.
+
+    .venv/bin/python -m bench.store [--sizes 100 10000 100000] [--calls 2000] [--cold-runs 5] [--appends 200]
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.common import log, percentile
 from elara.conversation.crypto import derive_key, seal
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore, encode_message
@@ -53,8 +57,7 @@ def populate(root: Path, count: int) -> None:
 
 def percentiles(samples_ms: list[float]) -> tuple[float, float]:
     """Median and 99th percentile."""
-    ordered = sorted(samples_ms)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return statistics.median(samples_ms), percentile(samples_ms, 99)
 
 
 def time_read_tail(store: ConversationStore, calls: int) -> list[float]:
@@ -93,7 +96,7 @@ def time_appends(store: ConversationStore, count: int) -> list[float]:
 
 def main() -> int:
     """Run the benchmark and print a markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 10_000, 100_000])
     parser.add_argument("--calls", type=int, default=2000, help="read_tail(6) calls per size")
     parser.add_argument("--cold-runs", type=int, default=5, help="fresh processes for the cold open")
@@ -107,7 +110,7 @@ def main() -> int:
             root = base / f"n{size}"
             t0 = time.perf_counter()
             populate(root, size)
-            print(f"populated {size} messages in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            log(f"populated {size} messages in {time.perf_counter() - t0:.1f} s")
             store = ConversationStore(root, PASSPHRASE)
             median, p99 = percentiles(time_read_tail(store, args.calls))
             rows.append((f"read_tail(6), {args.calls} calls", size, median, p99, "≤ 2 ms, flat"))

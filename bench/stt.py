@@ -2,7 +2,7 @@
 """Benchmark speech to text on questions as the live loop cuts them: models, beams, a prompt, noise.
 
 Clips (synthesized on the spot, never downloaded, cached as WAV files under `--cache`): 66
-everyday assistant questions (bench_turn's, whole, and more: timers, weather, names, numbers,
+everyday assistant questions (bench/turn.py's, whole, and more: timers, weather, names, numbers,
 one-word commands) in eight voices — Piper en_US-joe-medium at three paces and five espeak-ng
 voices at several speeds. Each question × voice is heard under one noise condition, rotated so that
 every voice and every question meets every condition (`--cross` hears each under all of them):
@@ -39,9 +39,8 @@ onnxruntime. Unpack it and point `--moonshine` at the model folder:
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import sys
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -50,12 +49,10 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ELARA_CLIP_CACHE", str(Path.home() / ".cache" / "elara-bench" / "clips"))
-
-from bench import turn as bench_turn  # noqa: E402
-from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
-from elara.voice.turn import (  # noqa: E402
+from bench.common import QUESTIONS as HESITANT_QUESTIONS
+from bench.common import keep_clips, log, percentile
+from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE
+from elara.voice.turn import (
     READ_AGAIN_BELOW_LOGPROB,
     PauseSignals,
     TurnJudge,
@@ -63,13 +60,7 @@ from elara.voice.turn import (  # noqa: E402
     Verdict,
     read_again_wanted,
 )
-from tests.rig.voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise  # noqa: E402
-
-
-def log(message: str) -> None:
-    """Progress on stderr."""
-    print(f"[bench_stt {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
+from tests.rig.voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
 
 VAD_THRESHOLD = 0.5
 PRE_ROLL_S = 0.3
@@ -80,9 +71,9 @@ AFTER_S = 0.6  # silence after the speech in the clip (the listener's end-of-tur
 #: The assistant's vocabulary, as text Whisper reads as if it came before the audio.
 PROMPT = "Hey Jarvis, set a timer for ten minutes. What's the weather? What time is it?"
 
-#: Whole questions: bench_turn's, then everyday requests of every length.
+#: Whole questions: bench/turn.py's, then everyday requests of every length.
 QUESTIONS: tuple[str, ...] = (
-    *(f"{first} {rest}" for first, rest in bench_turn.QUESTIONS),
+    *(f"{first} {rest}" for first, rest in HESITANT_QUESTIONS),
     "What time is it?",
     "Stop.",
     "Cancel the timer.",
@@ -420,9 +411,13 @@ class Tally:
         """Last word heard, as a fraction."""
         return float(np.mean([s.last for s in self.scores])) if self.scores else 0.0
 
-    def seconds(self, q: float) -> float:
-        """A percentile of the seconds per utterance."""
-        return float(np.percentile([s.seconds for s in self.scores], q)) if self.scores else 0.0
+    def median_seconds(self) -> float:
+        """The median seconds per utterance."""
+        return statistics.median(s.seconds for s in self.scores) if self.scores else 0.0
+
+    def p90_seconds(self) -> float:
+        """The 90th percentile of the seconds per utterance."""
+        return percentile([s.seconds for s in self.scores], 90) if self.scores else 0.0
 
 
 @dataclass(frozen=True)
@@ -604,7 +599,7 @@ def table(rows: list[tuple[str, Tally]], timing: bool = True) -> list[str]:
     for name, t in rows:
         line = f"| {name} | {pct(t.keys())} | {pct(t.questions())} | {pct(t.wer())} | {pct(t.first())} | {pct(t.last())} |"
         if timing:
-            line += f" {t.seconds(50):.3f} | {t.seconds(90):.3f} |"
+            line += f" {t.median_seconds():.3f} | {t.p90_seconds():.3f} |"
         out.append(line)
     return out
 
@@ -635,8 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show-misses", type=int, default=25, help="misses of the best configuration to list")
     parser.add_argument("--moonshine", type=Path, help="Moonshine's base-en folder, for the moon configuration")
     args = parser.parse_args(argv)
-    if args.cache:
-        os.environ["ELARA_CLIP_CACHE"] = str(args.cache)
+    keep_clips(args.cache)
     configs = [CONFIGS[k.strip()] for k in args.configs.split(",") if k.strip()]
     started = time.perf_counter()
 

@@ -22,18 +22,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-
-from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
-from elara.voice.turn import (  # noqa: E402
+from bench.common import (
+    PAUSES_MS,
+    QUESTIONS,
+    keep_clips,
+    log,
+    percentile,
+    question,
+    source_name,
+    table,
+    voiced_bounds,
+)
+from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE
+from elara.voice.turn import (
     UNFINISHED_WORDS,
     Ending,
     PauseSignals,
@@ -42,7 +49,7 @@ from elara.voice.turn import (  # noqa: E402
     transcript_ending,
     verdict_of,
 )
-from tests.rig.voice_clips import espeak_ssml, frames, piper_speech, silence  # noqa: E402
+from tests.rig.voice_clips import frames, silence
 
 WAKE = ("hey jarvis",)
 FRAME_MS = round(FRAME_SECONDS * 1000)
@@ -54,39 +61,10 @@ MAX_PAUSE_MS = 2000
 FINISHED_MS = 240
 END_SILENCE_MS = 600
 
-#: (the words before the pause, the rest). Pauses after a function word ("of", "the") and after a
-#: content word ("novel", "Paris"), where only the audio or nothing can tell.
-QUESTIONS = (
-    ("What is the capital of", "France?"),
-    ("Can you tell me the", "weather for tomorrow?"),
-    ("How many moons are", "there around Jupiter?"),
-    ("Set a timer for", "ten minutes."),
-    ("What is the largest planet in", "our solar system?"),
-    ("Remind me to call my", "sister tonight."),
-    ("Who wrote the novel", "Pride and Prejudice?"),
-    ("What time does the", "library close today?"),
-    ("How far is it from Paris", "to Berlin?"),
-    ("Hey Jarvis,", "which is the largest planet?"),
-    ("Hey Jarvis,", "what time is it in Tokyo?"),
-    ("What should I cook", "for dinner tonight?"),
-    ("Tell me a fun fact about", "octopuses."),
-    ("Play some music by", "the Beatles."),
-)
-PAUSES_MS = (600, 800, 1000, 1200)
 SOURCES = (
     ("piper", 1.0), ("piper", 1.2),
     ("espeak", "en-us", 150), ("espeak", "en-us+f3", 165), ("espeak", "en-gb", 160), ("espeak", "en-us+m3", 175),
 )
-
-
-def log(message: str) -> None:
-    """Progress on stderr."""
-    print(f"[bench_turn {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def source_name(source: tuple) -> str:
-    """Short human name of a source."""
-    return f"Piper joe ×{source[1]:g}" if source[0] == "piper" else f"espeak {source[1]}"
 
 
 def voice_of(source: tuple) -> str:
@@ -96,63 +74,6 @@ def voice_of(source: tuple) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # clips
-
-
-def quiet_runs(samples: np.ndarray, min_ms: float = 40.0) -> list[tuple[int, int]]:
-    """(start, end) samples of stretches 46 dB below the peak, in 10 ms steps, inside the speech."""
-    step = SAMPLE_RATE // 100
-    x = np.abs(samples.astype(np.float64))
-    blocks = x[: len(x) // step * step].reshape(-1, step).max(axis=1)
-    loud = blocks > 0.005 * (blocks.max() or 1)
-    voiced = np.flatnonzero(loud)
-    if not len(voiced):
-        return []
-    runs, start = [], None
-    for i in range(voiced[0], voiced[-1] + 1):
-        if not loud[i] and start is None:
-            start = i
-        elif loud[i] and start is not None:
-            if (i - start) * 10 >= min_ms:
-                runs.append((start * step, i * step))
-            start = None
-    return runs
-
-
-def voiced_end(samples: np.ndarray) -> float:
-    """Seconds where the sound ends (-46 dB below the peak)."""
-    x = np.abs(samples.astype(np.int32))
-    loud = np.flatnonzero(x > 0.005 * (x.max() or 1))
-    return (loud[-1] + 1) / SAMPLE_RATE if len(loud) else 0.0
-
-
-def speak(source: tuple, first: str, rest: str, pause_ms: int | None) -> np.ndarray:
-    """The question whole (pause_ms None) or with a thinking pause of pause_ms after `first`."""
-    text = f"{first} {rest}"
-    if source[0] == "piper":
-        if pause_ms is None:
-            return piper_speech(text, length_scale=source[1])
-        # A comma gives Piper's continuing intonation and a short pause; the pause is stretched.
-        joined = f"{first} {rest}" if first.endswith(",") else f"{first}, {rest}"
-        audio = piper_speech(joined, length_scale=source[1])
-        runs = quiet_runs(audio)
-        if not runs:
-            raise RuntimeError(f"no pause found in Piper's {joined!r}")
-        expected = len(audio) * len(first) / len(joined)
-        start, end = min(runs, key=lambda r: abs((r[0] + r[1]) / 2 - expected))
-        middle = silence(pause_ms / 1000)
-        return np.concatenate([audio[:start], middle, audio[end:]])
-    _, voice, speed = source
-    if pause_ms is None:
-        return espeak_ssml(f"<speak>{text}</speak>", voice, speed)
-    # espeak adds its own gap around a break (more after a comma): shorten the break to land on pause_ms.
-    brk = pause_ms
-    for _ in range(3):
-        audio = espeak_ssml(f'<speak>{first} <break time="{brk}ms"/> {rest}</speak>', voice, speed)
-        longest = max((e - s for s, e in quiet_runs(audio)), default=0) * 1000 // SAMPLE_RATE
-        if abs(longest - pause_ms) <= 40 or brk <= 100:
-            break
-        brk = max(100, brk - (longest - pause_ms))
-    return audio
 
 
 @dataclass
@@ -175,11 +96,11 @@ def build_clips() -> list[Clip]:
     for source in SOURCES:
         for q, (first, rest) in enumerate(QUESTIONS):
             for pause in (None, PAUSES_MS[k % len(PAUSES_MS)]):
-                speech = speak(source, first, rest, pause)
+                speech = question(source, first, rest, pause)
                 samples = np.concatenate([silence(LEAD_S), speech, silence(TAIL_S)])
                 name = f"q{q:02d} {source_name(source)} " + ("whole" if pause is None else f"pause {pause}")
                 clips.append(Clip(name, source_name(source), voice_of(source), f"{first} {rest}", pause,
-                                  samples, LEAD_S + voiced_end(speech)))
+                                  samples, LEAD_S + voiced_bounds(speech)[1]))
             k += 1
         log(f"clips: {source_name(source)} ready ({len(clips)})")
     return clips
@@ -404,7 +325,7 @@ def best(family: list[Strategy], moments: list[Moment], max_cuts: int = 0) -> Ou
     the least-cut setting if none is within the budget."""
     outcomes = [evaluate(s, moments, u) for s in family for u in (UNCERTAIN if s.fixed_ms is None else (0,))]
     return min(outcomes, key=lambda o: (max(o.cut_hesitant + o.cut_pause - max_cuts, 0),
-                                        float(np.median(o.latencies)), float(np.percentile(o.latencies, 90))))
+                                        float(np.median(o.latencies)), float(percentile(o.latencies, 90))))
 
 
 def pause_group(clip: str) -> str:
@@ -440,12 +361,6 @@ def describe(o: Outcome) -> str:
 # report
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """A markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-
-
 def report(moments: list[Moment], clips_info: dict) -> str:
     """The markdown report."""
     ends = [m for m in moments if m.kind == "end"]
@@ -466,10 +381,10 @@ def report(moments: list[Moment], clips_info: dict) -> str:
         lat = np.array(o.latencies)
         cuts = o.cut_hesitant + o.cut_pause
         rows.append([name, describe(o), f"{o.cut_hesitant}/{clips_info['hesitant']}", str(o.cut_pause),
-                     f"{np.median(lat):.0f}", f"{np.percentile(lat, 90):.0f}",
+                     f"{np.median(lat):.0f}", f"{percentile(lat, 90):.0f}",
                      f"{o.fast}/{len(ends)}", "yes" if cuts == 0 else "**no**"])
     out.append(table(["signal", "best thresholds (zero cut-offs)", "hesitant cut", "other pauses cut",
-                      "median ms", "p90 ms", "ends judged finished", "zero cut-offs"], rows) + "\n")
+                      "median ms", "p90 ms", "ends judged finished", "zero cut-offs"], rows))
 
     out.append("## Latency for a budget of cut-offs (median / p90 ms, and cut-offs spent)\n")
     budgets = (0, 3, 8, 15)
@@ -481,10 +396,10 @@ def report(moments: list[Moment], clips_info: dict) -> str:
         cells = []
         for k in budgets:
             o = best(family, moments, k)
-            cells.append(f"{np.median(o.latencies):.0f} / {np.percentile(o.latencies, 90):.0f} "
+            cells.append(f"{np.median(o.latencies):.0f} / {percentile(o.latencies, 90):.0f} "
                          f"({o.cut_hesitant + o.cut_pause} cut)")
         rows.append([name, *cells])
-    out.append(table(["signal", *(f"≤ {k} cut-offs" for k in budgets)], rows) + "\n")
+    out.append(table(["signal", *(f"≤ {k} cut-offs" for k in budgets)], rows))
 
     out.append("## Zero cut-offs, by where the pause falls (each group's own best thresholds)\n")
     rows = []
@@ -497,9 +412,8 @@ def report(moments: list[Moment], clips_info: dict) -> str:
                 continue
             o = best(family, subset)
             rows.append([group, str(n), name, describe(o), f"{o.cut_hesitant + o.cut_pause}",
-                         f"{np.median(o.latencies):.0f}", f"{np.percentile(o.latencies, 90):.0f}"])
-    out.append(table(["pause", "hesitant clips", "signal", "best thresholds", "cut", "median ms", "p90 ms"], rows)
-               + "\n")
+                         f"{np.median(o.latencies):.0f}", f"{percentile(o.latencies, 90):.0f}"])
+    out.append(table(["pause", "hesitant clips", "signal", "best thresholds", "cut", "median ms", "p90 ms"], rows))
 
     st = np.array([m.smart_turn_ms for m in moments])
     st_cpu = np.array([m.smart_turn_cpu_ms for m in moments])
@@ -511,13 +425,13 @@ def report(moments: list[Moment], clips_info: dict) -> str:
     ending_us = (time.perf_counter() - started) / max(1, len(moments)) * 1e6
     out.append("## CPU per judgment\n")
     out.append(table(["signal", "wall median ms", "wall p90 ms", "CPU median ms"], [
-        ["Smart Turn v3.2 (1 thread, features included)", f"{np.median(st):.0f}", f"{np.percentile(st, 90):.0f}",
+        ["Smart Turn v3.2 (1 thread, features included)", f"{np.median(st):.0f}", f"{percentile(st, 90):.0f}",
          f"{np.median(st_cpu):.0f}"],
-        ["Whisper tiny.en speculative transcript", f"{np.median(wh):.0f}", f"{np.percentile(wh, 90):.0f}",
+        ["Whisper tiny.en speculative transcript", f"{np.median(wh):.0f}", f"{percentile(wh, 90):.0f}",
          f"{np.median(wh_cpu):.0f}"],
         ["transcript ending (pure)", f"{ending_us / 1000:.3f}", "", f"{ending_us / 1000:.3f}"],
         ["VAD trajectory", "0 (the VAD runs on every frame anyway)", "", "0"],
-    ]) + "\n")
+    ]))
 
     out.append("## Signal values by kind of pause\n")
     rows = []
@@ -526,10 +440,10 @@ def report(moments: list[Moment], clips_info: dict) -> str:
             continue
         p = np.array([m.smart_turn for m in group])
         endings = {e.value: sum(m.ending == e.value for m in group) for e in Ending}
-        rows.append([label, str(len(group)), f"{np.min(p):.3f}", f"{np.percentile(p, 10):.3f}", f"{np.median(p):.3f}",
+        rows.append([label, str(len(group)), f"{np.min(p):.3f}", f"{percentile(p, 10):.3f}", f"{np.median(p):.3f}",
                      f"{np.max(p):.3f}", " / ".join(f"{endings[k]}" for k in ("finished", "unfinished", "unknown"))])
     out.append(table(["pauses", "n", "Smart Turn min", "p10", "median", "max", "ending finished / unfinished / unknown"],
-                     rows) + "\n")
+                     rows))
 
     out.append("## By voice (Smart Turn median at ends / max at hesitations)\n")
     rows = []
@@ -538,21 +452,21 @@ def report(moments: list[Moment], clips_info: dict) -> str:
         h = [m.smart_turn for m in hes if m.source == voice]
         rows.append([voice, f"{np.median(e):.3f}" if e else "–", f"{np.min(e):.3f}" if e else "–",
                      f"{np.max(h):.3f}" if h else "–"])
-    out.append(table(["source", "ends median", "ends min", "hesitations max"], rows) + "\n")
+    out.append(table(["source", "ends median", "ends min", "hesitations max"], rows))
 
     out.append("## Hesitations: transcripts and Smart Turn\n")
     rows = [[m.clip, f"{m.silence_ms:.0f}", f"{m.smart_turn:.3f}", m.transcript.replace("|", "/"), m.ending]
             for m in sorted(hes, key=lambda m: -m.smart_turn)]
-    out.append(table(["clip", "silence ms", "Smart Turn", "speculative transcript", "ending"], rows) + "\n")
+    out.append(table(["clip", "silence ms", "Smart Turn", "speculative transcript", "ending"], rows))
     rows = [[m.clip, f"{m.smart_turn:.3f}", m.transcript.replace("|", "/"), m.ending]
             for m in sorted(ends, key=lambda m: m.smart_turn)[:15]]
     out.append("## Question ends with the lowest Smart Turn\n")
-    out.append(table(["clip", "Smart Turn", "transcript", "ending"], rows) + "\n")
+    out.append(table(["clip", "Smart Turn", "transcript", "ending"], rows))
     if others:
         rows = [[m.clip, f"{m.silence_ms:.0f}", f"{m.smart_turn:.3f}", m.transcript.replace("|", "/"), m.ending]
                 for m in others]
         out.append("## Other pauses ≥ 240 ms\n")
-        out.append(table(["clip", "silence ms", "Smart Turn", "transcript", "ending"], rows) + "\n")
+        out.append(table(["clip", "silence ms", "Smart Turn", "transcript", "ending"], rows))
     return "\n".join(out)
 
 
@@ -590,7 +504,7 @@ def check_features(clips: list[Clip]) -> str:
             f"{len(clips)} clips (the utterance + {JUDGE_AT_MS} ms of silence): largest feature difference "
             f"{max(diffs):.1e} (features span about -1..1.5); the model's output differs by more than 0.01 "
             f"on {flips} clips:\n\n" + table(
-                ["clip", "max |Δ feature|", "p (pipecat features)", "p (faster-whisper features)"], rows) + "\n")
+                ["clip", "max |Δ feature|", "p (pipecat features)", "p (faster-whisper features)"], rows))
 
 
 def main() -> None:
@@ -602,7 +516,7 @@ def main() -> None:
     parser.add_argument("--check-features", action="store_true", help="compare the feature extractors too")
     args = parser.parse_args()
     if args.cache:
-        os.environ["ELARA_CLIP_CACHE"] = args.cache
+        keep_clips(Path(args.cache))
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
         moments = [Moment(**m) for m in data["moments"]]

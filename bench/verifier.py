@@ -3,7 +3,7 @@
 
 Each user is one voice. It enrolls as `elara wake enroll` does — five takes of "Hey Jarvis." at
 varied speeds and two stretches of other speech, through `elara.voice.enroll.enroll`, with and
-without the near misses Elara's own voice adds (`NEAR_MISSES`, none of them among bench_wake's
+without the near misses Elara's own voice adds (`NEAR_MISSES`, none of them among bench/wake.py's
 sound-alikes) — and the
 verifier it trains is then judged on bench/wake.py's material (its cache is reused): recall
 on that voice's 28 positive clips and on every other voice's, false wakes in 1.21 h of ordinary
@@ -20,28 +20,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ELARA_CLIP_CACHE", str(Path.home() / ".cache" / "elara-bench" / "clips"))
-
-from bench import wake as bw  # noqa: E402
-from elara.voice.enroll import NEAR_MISSES, enroll  # noqa: E402
-from elara.voice.models import resolve_wake_word  # noqa: E402
-from elara.voice.verifier import VERIFY_FROM, WakeVerifier  # noqa: E402
-from elara.voice.wake import WakeWordDetector  # noqa: E402
-from tests.rig.voice_clips import concat, espeak_speech, frames, piper_speech, silence  # noqa: E402
+from bench import wake as bw
+from bench.common import CACHE, keep_clips, log, table
+from elara.voice.enroll import NEAR_MISSES, enroll
+from elara.voice.models import resolve_wake_word
+from elara.voice.verifier import VERIFY_FROM, WakeVerifier
+from elara.voice.wake import WakeWordDetector
+from tests.rig.voice_clips import concat, espeak_speech, frames, piper_speech, silence
 
 GATE = 0.5  # WakeWord.VadThreshold as shipped
 SETTINGS = ((0.5, 1), (0.3, 1))
 OTHER_SPEECH = ("I left my umbrella at the office again, so I got soaked on the way home.",
                 "The garden needs weeding before the weekend, and the fence wants painting too.")
-#: (bench_wake's voice name, how the user speaks: a function of a variation index 0..4)
+#: (bench/wake.py's voice name, how the user speaks: a function of a variation index 0..4)
 USERS = {
     "Piper joe": lambda text, i: piper_speech(text, length_scale=(0.9, 0.95, 1.05, 1.1, 1.15)[i]),
     "espeak en-gb": lambda text, i: espeak_speech(text, voice="en-gb", speed=140 + 12 * i),
@@ -88,9 +85,9 @@ def traces_with_windows(cache: Path, positives: list, stream: np.ndarray) -> tup
 
         return [unpack(f"p{i}") for i in range(len(positives))], unpack("n")
     detector = WakeWordDetector([resolve_wake_word(bw.WAKE_MODEL).path], threshold=bw.NEVER, vad_threshold=GATE)
-    bw.log("scoring the positives")
+    log("scoring the positives")
     pos = [trace(detector, clip.samples) for clip in positives]
-    bw.log("scoring the negative stream")
+    log("scoring the negative stream")
     neg = trace(detector, stream)
     arrays: dict[str, np.ndarray] = {}
     for tag, (scores, windows) in [*((f"p{i}", p) for i, p in enumerate(pos)), ("n", neg)]:
@@ -113,8 +110,9 @@ def rescored(scores: np.ndarray, windows: dict[int, np.ndarray], verifier: WakeV
 def main() -> int:
     """Run the bench; markdown on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "elara-bench")
+    parser.add_argument("--cache", type=Path, default=CACHE)
     args = parser.parse_args()
+    keep_clips(args.cache / "clips")
     started = time.monotonic()
     positives = bw.build_positives()
     stream, segments = bw.cached_negatives(args.cache, 1.0)
@@ -144,13 +142,13 @@ def main() -> int:
                 str(len(analysis.false_wakes(threshold, level, ordinary=True))),
                 f"{len(analysis.sound_alikes_woken(threshold, level))}/{len(analysis.sound_alike_sentences)}",
             ])
-        bw.log(f"{user} (near misses: {bool(misses)}): done")
+        log(f"{user} (near misses: {bool(misses)}): done")
     print("## Per-user verifier (bench/verifier.py)\n")
     print(f"Silero gate {GATE}; each user enrolled with five takes and two sentences of other speech. "
           f"{len(positives)} positive clips, {analysis.hours[True]:.2f} h of ordinary audio, "
           f"{len(analysis.sound_alike_sentences)} sound-alike sentences. Wall time "
           f"{(time.monotonic() - started) / 60:.1f} min.\n")
-    print(bw.table(["enrolled user", "near misses", "threshold / trigger", "recall, the user's clips", "recall, other voices",
+    print(table(["enrolled user", "near misses", "threshold / trigger", "recall, the user's clips", "recall, other voices",
                     "false wakes, ordinary audio", "sound-alike sentences woken"], rows))
     return 0
 

@@ -11,117 +11,73 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench.common import (
+    EMBEDDED_MODEL,
+    PAUSES_MS,
+    QUESTIONS,
+    REPLY,
+    VOICES,
+    cpu_seconds,
+    elara,
+    listening_daemon,
+    log,
+    parse_timings,
+    percentile,
+    rss_mib,
+    source_name,
+    speak_into,
+    woken_question,
+    words,
+)
+from tests.rig import voice_clips
+from tests.rig.daemon_process import daemon_env
+from tests.rig.ollama_server import FakeOllamaServer
+from tests.rig.pulse import VirtualSoundCard
 
-from bench.turn import PAUSES_MS, QUESTIONS, source_name, speak  # noqa: E402
-from tests.rig import voice_clips  # noqa: E402
-from tests.rig.daemon_process import DaemonProcess, daemon_env  # noqa: E402
-from tests.rig.ollama_server import FakeOllamaServer  # noqa: E402
-from tests.rig.pulse import VirtualSoundCard  # noqa: E402
-
-REPLY = "Here is a short answer for you. I hope that it helps."
 STAGES = ("speech_end_to_turn_end", "speech_end_to_transcript", "transcript_to_first_token", "first_token_to_first_audio",
           "speech_end_to_first_audio")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime, stime in clock ticks (USER_HZ=100)
-
-
-def rss_mib(pid: int) -> float:
-    """Resident memory of a process in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def parse_timings(line: str) -> dict[str, float]:
-    """The stage seconds of one `turn timings:` log line."""
-    return {k: float(v) for k, v in re.findall(r"(\w+) (-?[\d.]+) s", line.split("turn timings:")[1])}
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The p-th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
-
-
-#: the voices questions are asked in (the wake phrase is always Piper's joe, whom the detector knows)
-VOICES = (("piper", 1.0), ("piper", 1.2), ("espeak", "en-us", 150), ("espeak", "en-us+f3", 165),
-          ("espeak", "en-gb", 160))
 #: the end-of-turn settings compared: as before this issue, and the shipped defaults
 CONFIGS = {"before (EndSilenceMs 600 alone)": {"Listening__TurnJudgment": "off",
                                               "Listening__SpeculativeReply": "false",
                                               "SpeechToText__EarlyStartMs": "200",
                                               "Audio__OutputLatencyMs": "100"},
            "now (judged pauses, reply started ahead)": {}}
-_WORDS = re.compile(r"[a-z0-9']+")
-
-
-def question_audio(source: tuple, first: str, rest: str, pause_ms: int | None):
-    """A question in one breath (with a thinking pause of pause_ms after `first`), after the wake phrase."""
-    return voice_clips.concat(voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."),
-                              voice_clips.silence(0.6), speak(source, first, rest, pause_ms),
-                              voice_clips.silence(2.6))
 
 
 def asked(server: FakeOllamaServer, before: int) -> str:
-    """The user's words of the last streamed chat request (a reply, not memory's background
-    work) after the first `before` ones ('' if none)."""
-    chats = [body for path, body in server.requests if path == "/api/chat"][before:]
-    chats = [body for body in chats if body.get("stream", True)]
-    return chats[-1]["messages"][-1]["content"] if chats else ""
+    """The user's words of the last turn the model was asked to answer after the first `before`
+    ones ('' if none)."""
+    turns = server.turns()[before:]
+    return turns[-1]["messages"][-1]["content"] if turns else ""
 
 
 def last_user_words(env: dict[str, str]) -> str:
     """The user's words of the last stored turn (a local command's never reach the model)."""
-    listed = subprocess.run([str(REPO / ".venv/bin/elara"), "history", "list", "--limit", "4"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    listed = elara(env, "history", "list", "--limit", "4")
     users = [line[21:].split(None, 1)[1] for line in listed.stdout.splitlines()
              if line[21:].lower().startswith("user ")]
     return users[-1] if users else ""
 
 
-def speak_into(daemon: DaemonProcess, card: VirtualSoundCard, clip: Path) -> str | None:
-    """Play a clip into the mic; the turn's timing line once Elara is idle again (None: no turn)."""
-    turns, idle = daemon.count("turn timings"), daemon.count("waiting for the wake word")
-    card.play_into_mic(clip)
-    try:
-        line = daemon.wait_for("turn timings", count=turns + 1, timeout=30)
-    except AssertionError:
-        line = None
-    try:  # a clip that never woke her leaves no line to wait for
-        daemon.wait_for("waiting for the wake word", count=idle + 1, timeout=60 if line else 5)
-    except AssertionError:
-        pass
-    return line
-
-
 def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
-               card: VirtualSoundCard, tmp: Path, turns: list[tuple[str, Path]],
+               card: VirtualSoundCard, tmp: Path, turns: list[tuple[str, str, Path]],
                hesitant: list[tuple[str, str, str, Path]], settings: dict[str, str]) -> dict:
     """Start the daemon with `overrides`; speak every clip into it; collect the figures."""
-    print(f"== {name}", file=sys.stderr)
+    log(f"== {name}")
     with FakeOllamaServer(responder=lambda endpoint, body: REPLY) as server:
         home = tmp / name.split()[0]
         home.mkdir()
         env = daemon_env(card.env, server.url, home, **{**settings, **overrides})
+        out: dict = {"timings": [], "by_voice": {}, "cuts": [], "answered": 0, "words": 0, "words_right": 0}
         started = time.monotonic()
-        daemon = DaemonProcess(env)
-        out: dict = {"timings": [], "by_voice": {}, "cuts": [], "answered": 0}
-        try:
-            daemon.wait_for("waiting for the wake word", timeout=120)
+        log_to = Path(args.log_dir, f"{name.split()[0]}.log") if args.log_dir else None
+        with listening_daemon(env, log_to) as daemon:
             out["startup"] = time.monotonic() - started
             pid = daemon.process.pid
             out["rss"] = rss_mib(pid)
@@ -129,49 +85,45 @@ def run_config(name: str, overrides: dict[str, str], args: argparse.Namespace,
             time.sleep(args.idle_seconds)
             out["idle_cpu"] = (cpu_seconds(pid) - cpu0) / (time.monotonic() - wall0) * 100
             for voice, question, clip in turns:
-                before = len([1 for path, _ in server.requests if path == "/api/chat"])
+                before = len(server.turns())
                 line = speak_into(daemon, card, clip)
                 if line is None:
-                    print(f"  {voice}: no turn (not woken?)", file=sys.stderr)
+                    log(f"  {voice}: no turn (not woken?)")
                     continue
                 t = parse_timings(line)
                 out["timings"].append(t)
                 out["by_voice"].setdefault(voice, []).append(t["speech_end_to_first_audio"])
                 # the embedded model asks no server: what was heard is in the history
-                words = asked(server, before) if args.embedded is None else last_user_words(env)
-                heard = set(_WORDS.findall(words.lower()))
-                said = _WORDS.findall(question.lower())
-                out["words"] = out.get("words", 0) + len(said)
-                out["words_right"] = out.get("words_right", 0) + sum(w in heard for w in said)
-                print(f"  {voice}: {t['speech_end_to_first_audio']:.3f} s", file=sys.stderr)
+                heard = set(words(asked(server, before) if args.embedded is None else last_user_words(env)))
+                said = words(question)
+                out["words"] += len(said)
+                out["words_right"] += sum(w in heard for w in said)
+                log(f"  {voice}: {t['speech_end_to_first_audio']:.3f} s")
             for voice, first, rest, clip in hesitant:
-                before = len([1 for path, _ in server.requests if path == "/api/chat"])
+                before = len(server.turns())
                 if speak_into(daemon, card, clip) is None:
-                    print(f"  {voice} hesitant: no turn (not woken?)", file=sys.stderr)
+                    log(f"  {voice} hesitant: no turn (not woken?)")
                     continue
                 text = asked(server, before) or last_user_words(env)
                 # Cut: what reached the model has no more words than the part before the pause.
-                cut = len(_WORDS.findall(text.lower())) <= len(_WORDS.findall(first.lower()))
+                cut = len(words(text)) <= len(words(first))
                 out["answered"] += 1
                 if cut:
                     out["cuts"].append(f"{voice}: {first} … {rest}")
-                print(f"  {voice} {'CUT' if cut else 'whole'}: {first!r} … {rest!r} → asked {text!r}",
-                      file=sys.stderr)
-            out["dropped_ahead"] = sum(1 for line in daemon.lines if "dropped the reply started ahead" in line)
-            went_on = [line for line in daemon.lines if "the person went on" in line]
-            out["went_on"] = len(went_on)
-            out["went_on_heard"] = sum("(speaking)" in line for line in went_on)
+                log(f"  {voice} {'CUT' if cut else 'whole'}: {first!r} … {rest!r} → asked {text!r}")
+            out.update(after_the_turns(daemon.lines, env))
             out["rss_after"] = rss_mib(pid)
-            status = subprocess.run([str(REPO / ".venv/bin/elara"), "status", "--json"], env=env,
-                                    capture_output=True, text=True, timeout=30)
-            out["underflows"] = json.loads(status.stdout)["speaker"]["underflows"] if status.returncode == 0 else None
             out["status"], out["stop_seconds"] = daemon.terminate()
-        finally:
-            daemon.kill()
-            if args.log_dir:  # made here: a missing one lost a whole run's results at its very end
-                Path(args.log_dir).mkdir(parents=True, exist_ok=True)
-                Path(args.log_dir, f"{name.split()[0]}.log").write_text("\n".join(daemon.lines))
     return out
+
+
+def after_the_turns(lines: list[str], env: dict[str, str]) -> dict:
+    """What the daemon's log and `elara status` say once every clip was spoken."""
+    went_on = [line for line in lines if "the person went on" in line]
+    status = elara(env, "status", "--json", timeout=30)
+    return {"dropped_ahead": sum(1 for line in lines if "dropped the reply started ahead" in line),
+            "went_on": len(went_on), "went_on_heard": sum("(speaking)" in line for line in went_on),
+            "underflows": json.loads(status.stdout)["speaker"]["underflows"] if status.returncode == 0 else None}
 
 
 def main() -> int:
@@ -189,8 +141,7 @@ def main() -> int:
     args = parser.parse_args()
     settings = {"Listening__Mode": "wake_word"}
     if args.embedded is not None:
-        settings.update(LanguageModel__Provider="embedded", LanguageModel__EmbeddedThreads="2",
-                        LanguageModel__Options='{"num_ctx": 2048, "num_predict": 48}')
+        settings.update(EMBEDDED_MODEL)
         if args.embedded:
             settings["LanguageModel__EmbeddedModel"] = args.embedded
     settings.update(item.split("=", 1) for item in args.set)
@@ -202,13 +153,13 @@ def main() -> int:
         for i in range(args.turns):
             source = VOICES[i % len(VOICES)]
             first, rest = QUESTIONS[i % len(QUESTIONS)]
-            path = voice_clips.write_wav(tmp / f"turn{i}.wav", question_audio(source, first, rest, None))
+            path = voice_clips.write_wav(tmp / f"turn{i}.wav", woken_question(source, first, rest))
             turns.append((source_name(source), f"{first} {rest}", path))
         for i in range(args.hesitant):
             source = VOICES[i % len(VOICES)]
             first, rest = QUESTIONS[(i * 5 + 3) % len(QUESTIONS)]
             pause = PAUSES_MS[i % len(PAUSES_MS)]
-            path = voice_clips.write_wav(tmp / f"hesitant{i}.wav", question_audio(source, first, rest, pause))
+            path = voice_clips.write_wav(tmp / f"hesitant{i}.wav", woken_question(source, first, rest, pause))
             hesitant.append((f"{source_name(source)} pause {pause} ms", first, rest, path))
         results = {name: run_config(name, overrides, args, card, tmp, turns, hesitant, settings)
                    for name, overrides in configs.items()}

@@ -36,22 +36,17 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-# The clip helpers live with the tests; the repo root makes `elara` importable without an install.
-
-# voice_clips reads ELARA_CLIP_CACHE on first synthesis, so main() can still set it after this import.
-from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE  # noqa: E402
-from elara.config import load_settings  # noqa: E402
-from elara.voice.models import resolve_wake_word  # noqa: E402
-from elara.voice.wake import WakeWordDetector  # noqa: E402
-from tests.rig.voice_clips import (  # noqa: E402
+from bench.common import CACHE, keep_clips, log, percentile, speech, table, voiced_bounds
+from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE
+from elara.config import load_settings
+from elara.voice.models import resolve_wake_word
+from elara.voice.wake import WakeWordDetector
+from tests.rig.voice_clips import (
     ESPEAK_VOICES,
     concat,
-    espeak_speech,
     espeak_ssml,
     frames,
     noise,
-    piper_speech,
     read_wav,
     silence,
     with_noise,
@@ -169,23 +164,8 @@ HELD_OUT_SETS = {
 }
 
 
-def log(message: str) -> None:
-    """Progress line on stderr (stdout is the report)."""
-    print(f"[bench_wake {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # speech
-
-
-def speak(source: tuple, text: str) -> np.ndarray:
-    """`text` from a source spec: ("piper", length_scale), ("piper varied", length_scale) or
-    ("espeak", voice, wpm[, pitch])."""
-    if source[0] == "piper":
-        return piper_speech(text, length_scale=source[1])
-    if source[0] == "piper varied":
-        return piper_speech(text, length_scale=source[1], varied=True)
-    return espeak_speech(text, voice=source[1], speed=source[2], pitch=source[3] if len(source) > 3 else 50)
 
 
 def source_name(source: tuple) -> str:
@@ -196,15 +176,6 @@ def source_name(source: tuple) -> str:
         return f"Piper joe ×{source[1]:g}, varied"
     pitch = f", pitch {source[3]}" if len(source) > 3 else ""
     return f"espeak {source[1]} {source[2]} wpm{pitch}"
-
-
-def voiced_bounds(samples: np.ndarray) -> tuple[float, float]:
-    """Seconds where the sound starts and ends (TTS output has silence at both ends)."""
-    x = np.abs(samples.astype(np.int32))
-    loud = np.flatnonzero(x > 0.005 * (x.max() or 1))  # -46 dB: keeps Piper's soft final "s"
-    if not len(loud):
-        return 0.0, 0.0
-    return loud[0] / SAMPLE_RATE, (loud[-1] + 1) / SAMPLE_RATE
 
 
 def trimmed(samples: np.ndarray) -> np.ndarray:
@@ -237,7 +208,7 @@ class Positive:
 def paused_phrase(source: tuple) -> np.ndarray:
     """"Hey … Jarvis" with a pause after "Hey"."""
     if source[0] != "espeak":
-        hey, jarvis = trimmed(speak(source, "Hey.")), trimmed(speak(source, "Jarvis"))
+        hey, jarvis = trimmed(speech(source, "Hey.")), trimmed(speech(source, "Jarvis"))
         pause = PIPER_PAUSE.get(source[1], 0.45 * source[1])
         return concat(silence(0.15), hey, silence(pause), jarvis, silence(0.15))
     pause_ms = ESPEAK_PAUSE_MS.get(source[2], 500 if source[2] < 160 else 300)
@@ -257,18 +228,11 @@ def voice_and_speed(source: tuple) -> tuple[str, str]:
 def add_noise(clip: np.ndarray, kind: str, seed: int) -> np.ndarray:
     """`clip` under noise `kind` ("clean", "white 15 dB", "babble 10 dB", "music 10 dB"…), its level
     measured on the speech."""
-    if kind == "clean":
-        return clip
-    color, snr = kind.split()[0], float(kind.split()[1])
-    if color == "babble":
-        from bench import (
-            stt as bench_stt,  # three other voices asking questions; only the held-out clips need it
-        )
+    if kind.startswith("music"):
+        return mix(clip, music(len(clip) / SAMPLE_RATE + 1, "melody", seed), float(kind.split()[1]))
+    from bench import stt  # babble: three other voices asking its questions
 
-        return bench_stt.add_noise(clip, clip, kind, seed)
-    if color == "music":
-        return mix(clip, music(len(clip) / SAMPLE_RATE + 1, "melody", seed), snr)
-    return with_noise(clip, snr, color=color, seed=seed)
+    return stt.add_noise(clip, clip, kind, seed)
 
 
 def build_positives(held_out: int = 0) -> list[Positive]:
@@ -287,11 +251,11 @@ def build_positives(held_out: int = 0) -> list[Positive]:
     clips: list[Positive] = []
     for source in sources:
         voice, speed = voice_and_speed(source)
-        phrase = speak(source, WAKE_PHRASE)
+        phrase = speech(source, WAKE_PHRASE)
         p_start, p_end = voiced_bounds(phrase)
         paused = paused_phrase(source)
         q_start, q_end = voiced_bounds(paused)
-        before, after, sentence = (speak(source, text) for text in texts)
+        before, after, sentence = (speech(source, text) for text in texts)
         s_start, _ = voiced_bounds(sentence)
         lead = silence(0.5)  # the detector's buffers start empty; the live loop never starts mid-word
         # layout → (parts, which part holds the wake phrase, its start and length in that part)
@@ -616,7 +580,7 @@ def build_negatives(scale: float, seed: int = 0) -> tuple[np.ndarray, list[Segme
                     break
                 counter += 1
                 source = voices[(i + i // len(voices) + seed) % len(voices)]  # shifts, so voice and text pair anew
-                samples = speak(source, sentence)
+                samples = speech(source, sentence)
                 spoken += len(samples) / SAMPLE_RATE
                 label = source_name(source)
                 if category == "speech over music":
@@ -704,7 +668,7 @@ def run_variant(name: str, positives: list[Positive], stream: np.ndarray, cache:
     pos = [score_trace(detector, clip.samples, cpu, wall) for clip in positives]
     log(f"{name}: {len(stream) / SAMPLE_RATE / 60:.1f} min of negatives")
     neg = score_trace(detector, stream, cpu, wall)
-    traces = VariantTraces(pos, neg, 1000 * float(np.mean(cpu)), 1000 * float(np.percentile(wall, 95)))
+    traces = VariantTraces(pos, neg, 1000 * float(np.mean(cpu)), 1000 * percentile(wall, 95))
     arrays: dict[str, Any] = {f"p{i}": p for i, p in enumerate(pos)}
     arrays.update(stream=neg, cpu_ms=traces.cpu_ms, wall_ms_p95=traces.wall_ms_p95)
     np.savez_compressed(path, **arrays)
@@ -754,13 +718,6 @@ def rate(hits: int, total: int) -> str:
 def clock(seconds: float) -> str:
     """h:mm:ss into the stream."""
     return f"{int(seconds // 3600)}:{int(seconds % 3600 // 60):02d}:{seconds % 60:04.1f}"
-
-
-def table(header: list[str], rows: Iterable[list[str]]) -> str:
-    """A markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def owner(segments: list[Segment], starts: np.ndarray, at: float) -> int:
@@ -1074,7 +1031,7 @@ def report(positives: list[Positive], segments: list[Segment], stream: np.ndarra
             if score > best_seen.get(j, (-1.0, 0))[0]:
                 best_seen[j] = (score, k)
         top = sorted(best_seen.items(), key=lambda item: -item[1][0])[:8]
-        p999 = float(np.percentile(a.traces.stream, 99.9))
+        p999 = percentile(a.traces.stream, 99.9)
         out.append(f"{labels[name]}: highest scores on ordinary audio (one per segment; 99.9th percentile of all "
                    f"frames of the stream {p999:.4f})\n")
         out.append(table(["score", "at", "category", "source", "text around it"], [
@@ -1114,7 +1071,7 @@ def digest(arrays: Iterable[np.ndarray]) -> str:
 def main() -> int:
     """Build (or load) the audio, run the chosen variants (or load their traces), print the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "elara-bench",
+    parser.add_argument("--cache", type=Path, default=CACHE,
                         help="where synthesized speech, the negative stream and traces are kept (default: %(default)s)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
@@ -1128,7 +1085,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     args.cache.mkdir(parents=True, exist_ok=True)
-    os.environ["ELARA_CLIP_CACHE"] = str(args.cache / "clips")  # read by voice_clips on first synthesis
+    keep_clips(args.cache / "clips")
     timings: dict[str, float] = {}
     started = time.perf_counter()
     log(f"cache {args.cache}")

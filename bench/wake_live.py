@@ -6,7 +6,7 @@ itself (`elara.voice.engines.load_wake` on the packaged settings or `--set Secti
 overrides) with the Whisper check on doubtful scores wired as the daemon wires it
 (`elara.service.runtime.wire_wake_check`), frame by frame, resetting after each wake as the daemon
 does. Recall by group, false wakes in the ordinary audio, sound-alike sentences woken, and how
-often Whisper was asked. Reuses bench_wake's cache (run it first).
+often Whisper was asked. Reuses bench/wake.py's cache (run it first).
 
 `--rules` adds a second pass (as long again) in which no checked score wakes (the doubtful ones,
 and the confident ones with `WakeWord.ConfirmConfident`), keeping every window Whisper is asked
@@ -17,8 +17,8 @@ may differ a little from the live figure above it.
 `--keep-windows FILE.npz` keeps every window checked in the negative stream with its decision;
 `--second-reading FILE.npz` (same `--negative-scale` and `--negative-seed`) then only reads the ones
 turned down again with `WakeWord.ConfirmSecondModel` and tables the false wakes it would add at
-each log odds (with `--confident-only`, the confident scores' windows alone, at their own odds). `--negative-seed` picks an independent negative stream (bench_wake's).
-`--held-out` measures recall alone on bench_wake's held-out clips: voices, paces, pitches, words
+each log odds (with `--confident-only`, the confident scores' windows alone, at their own odds). `--negative-seed` picks an independent negative stream (bench/wake.py's).
+`--held-out` measures recall alone on bench/wake.py's held-out clips: voices, paces, pitches, words
 around the phrase and noises that no setting was chosen on; `--held-out 2`, `3` and `4` on more
 such sets, each made once a setting had been tried on the ones before.
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import time
 from collections import defaultdict
@@ -43,25 +42,23 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-os.environ.setdefault("ELARA_CLIP_CACHE", str(Path.home() / ".cache" / "elara-bench" / "clips"))
-
-from bench import wake as bw  # noqa: E402
-from elara.config import load_settings  # noqa: E402
-from elara.service import runtime  # noqa: E402
-from elara.service.runtime import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check  # noqa: E402
-from elara.voice import wake as wake_module  # noqa: E402
-from elara.voice.denoise import NoiseSuppressor  # noqa: E402
-from elara.voice.engines import load_second_check, load_transcriber, load_wake  # noqa: E402
-from elara.voice.stt import PhraseCheck, Transcriber  # noqa: E402
-from elara.voice.wake import (  # noqa: E402
+from bench import wake as bw
+from bench.common import CACHE, keep_clips, log, percentile, table
+from elara.config import load_settings
+from elara.service import runtime
+from elara.service.runtime import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check
+from elara.voice import wake as wake_module
+from elara.voice.denoise import NoiseSuppressor
+from elara.voice.engines import load_second_check, load_transcriber, load_wake
+from elara.voice.stt import PhraseCheck, Transcriber
+from elara.voice.wake import (
     CONFIRM_AFTER_FRAMES,
     WakeWordDetector,
     names_wake_word,
     phrase_confirmed,
     spoken_wake_phrase,
 )
-from tests.rig.voice_clips import frames  # noqa: E402
+from tests.rig.voice_clips import frames
 
 
 @dataclass
@@ -217,7 +214,7 @@ def rule_table(detector: WakeWordDetector, transcriber: Transcriber, positives: 
         rows.append([label, bw.rate(sum(found), len(found)), str(ordinary),
                      f"{len(alike)}/{len(analysis.sound_alike_sentences)}"])
     return (f"### The check's rules on the {len(keeper.asked)} windows Whisper was asked about\n\n"
-            + bw.table(["rule for the doubtful scores, and the confident ones", "recall", "false wakes, ordinary audio",
+            + table(["rule for the doubtful scores, and the confident ones", "recall", "false wakes, ordinary audio",
                         "sound-alike sentences woken"], rows))
 
 
@@ -284,7 +281,7 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
     rows = [r + [""] * (width - len(r)) for r in rows]
     return (f"### {model} reading again the {len(checks)} windows the first reading turned down "
             f"({len(at)} kept; {model} ≈{np.median(seconds):.2f} s each, median)\n\n"
-            + bw.table(["rule", "false wakes, ordinary audio", "sound-alike sentences woken"]
+            + table(["rule", "false wakes, ordinary audio", "sound-alike sentences woken"]
                        + ["false wake"] * (width - 3), rows))
 
 
@@ -292,7 +289,7 @@ def lateness(late: list[float]) -> str:
     """Median and 90th percentile of how long after the phrase's end wakes were known."""
     if not late:
         return "–"
-    return f"{np.median(late):.2f} / {np.percentile(late, 90):.2f} s (max {max(late):.2f} s)"
+    return f"{np.median(late):.2f} / {percentile(late, 90):.2f} s (max {max(late):.2f} s)"
 
 
 def held_out_report(positives: list[bw.Positive], found: list[bool], peaks: list[float], asked: int,
@@ -306,7 +303,7 @@ def held_out_report(positives: list[bw.Positive], found: list[bool], peaks: list
         groups: dict[str, list[bool]] = defaultdict(list)
         for clip, ok in zip(positives, found, strict=True):
             groups[key(clip)].append(ok)
-        lines.append(bw.table([title, "recall"], [[k, bw.rate(sum(v), len(v))] for k, v in groups.items()]))
+        lines.append(table([title, "recall"], [[k, bw.rate(sum(v), len(v))] for k, v in groups.items()]))
     lines += [f"- missed: {c.source}, {c.layout}, {c.noise}: highest score {peak:.4f}"
               for c, ok, peak in zip(positives, found, peaks, strict=True) if not ok]
     return "\n".join(lines)
@@ -315,10 +312,10 @@ def held_out_report(positives: list[bw.Positive], found: list[bool], peaks: list
 def main() -> int:
     """Run the shipped detector over the bench material; markdown on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "elara-bench")
+    parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE")
     parser.add_argument("--negative-scale", type=float, default=1.0,
-                        help="bench_wake's negative stream at this scale (1 ≈ 1.4 h; built and cached on first use)")
+                        help="bench/wake.py's negative stream at this scale (1 ≈ 1.4 h; built and cached on first use)")
     parser.add_argument("--negative-seed", type=int, default=0,
                         help="another seed builds an independent negative stream of the same recipe")
     parser.add_argument("--keep-windows", type=Path, default=None, metavar="FILE.npz",
@@ -330,7 +327,7 @@ def main() -> int:
                         help="with --second-reading: only the confident scores' windows, at their own odds")
     parser.add_argument("--rules", action="store_true", help="also decide the asked windows by other rules")
     parser.add_argument("--held-out", type=int, nargs="?", const=1, default=0, choices=tuple(bw.HELD_OUT_SETS),
-                        metavar="SET", help="recall only, on bench_wake's held-out clips (set 1 to 4): voices, paces, words "
+                        metavar="SET", help="recall only, on bench/wake.py's held-out clips (set 1 to 4): voices, paces, words "
                              "and noises no setting was chosen on")
     parser.add_argument("--second-odds", type=float, default=runtime.SECOND_LOG_ODDS, metavar="LOG_ODDS",
                         help="the odds the second model's reading of a doubtful score needs (default: %(default)s)")
@@ -340,6 +337,7 @@ def main() -> int:
     parser.add_argument("--confirm-before", type=float, default=wake_module.CONFIRM_BEFORE_SECONDS,
                         metavar="SECONDS", help="audio before the crossing that Whisper checks (default: %(default)s)")
     args = parser.parse_args()
+    keep_clips(args.cache / "clips")
     wake_module.CONFIRM_BEFORE_SECONDS = args.confirm_before  # read when the detector is built
     runtime.SECOND_CONFIDENT_LOG_ODDS = args.second_confident_odds  # read at each check
     runtime.SECOND_LOG_ODDS = args.second_odds
@@ -363,7 +361,7 @@ def main() -> int:
             detector.confirm_with(recorder)
     started = time.monotonic()
     positives = bw.build_positives(held_out=args.held_out)
-    bw.log("positives")
+    log("positives")
     peaks: list[float] = []
     late: list[float] = []
     found = [any(c.span[0] <= at <= c.span[1] + bw.TOLERANCE
@@ -375,7 +373,7 @@ def main() -> int:
                               args.held_out))
         return 0
     stream, segments = bw.cached_negatives(args.cache, args.negative_scale, args.negative_seed)
-    bw.log("negatives")
+    log("negatives")
     before = dict(detector.confirmations)
     if recorder is not None:
         recorder.on = True
@@ -384,7 +382,7 @@ def main() -> int:
         recorder.on = False
         recorder.save(args.keep_windows)
     asked = detector.confirmations["asked"] - before["asked"]
-    # Reuse bench_wake's accounting: a trace that is 1 at each wake frame and 0 elsewhere.
+    # Reuse bench/wake.py's accounting: a trace that is 1 at each wake frame and 0 elsewhere.
     trace = np.zeros(int(len(stream) / bw.SAMPLE_RATE / bw.FRAME_SECONDS), dtype=np.float32)
     for at in fired:
         trace[min(int(round(at / bw.FRAME_SECONDS)) - 1, len(trace) - 1)] = 1.0
@@ -408,15 +406,15 @@ def main() -> int:
              f"{len(analysis.sound_alikes_woken(1.0, 1))}/{len(analysis.sound_alike_sentences)}"],
             ["Whisper checks", f"{asked_positive} on the clips; {asked} in the negatives "
                                f"({asked / (len(stream) / bw.SAMPLE_RATE / 3600):.1f}/h)"]]
-    print(bw.table(["", "result"], rows))
-    print(bw.table(["group", "recall"], [[k, bw.rate(sum(v), len(v))] for k, v in groups.items()]))
+    print(table(["", "result"], rows))
+    print(table(["group", "recall"], [[k, bw.rate(sum(v), len(v))] for k, v in groups.items()]))
     for _, seg in ordinary:
         print(f"- false wake: {seg.category}: {bw.excerpt(seg, seg.end)}")
     for clip, ok, peak in zip(positives, found, peaks, strict=True):
         if not ok:
             print(f"- missed: {clip.source}, {clip.layout}, {clip.noise}: highest score {peak:.4f}")
     if args.rules and transcriber is not None:
-        bw.log("the rules' pass")
+        log("the rules' pass")
         checker = transcriber.with_beam_size(wake.confirm_beam_size)  # as transcript_confirmer makes it
         print("\n" + rule_table(detector, checker, positives, stream, analysis))
     return 0
