@@ -445,7 +445,7 @@ def live(args: argparse.Namespace) -> None:
 def reactions(daemon, card, tmp: Path, question: Path, wake: Path, args: argparse.Namespace) -> None:
     """`--trials` times, "stop" or the wake word said over her long reply: whether she heard it, and
     how soon after it she is silent at the microphone."""
-    from tests.test_echo_e2e import reaction, voiced_end
+    from tests.rig.recording import reaction, voiced_end
 
     times: dict[str, list[float]] = {"stop": [], "wake word": []}
     missed: dict[str, int] = {"stop": 0, "wake word": 0}

@@ -29,8 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from bench.common import (
     QUESTIONS,
     REPLY,
@@ -45,19 +43,10 @@ from tests.rig import voice_clips
 from tests.rig.daemon_process import DaemonProcess, daemon_env
 from tests.rig.ollama_server import FakeOllamaServer
 from tests.rig.pulse import VirtualSoundCard
+from tests.rig.recording import first_sound, voiced_end
 from tests.rig.wyoming_services import both, start_satellite
 
 LOOP_MS = 20
-
-
-def voiced_end(samples: np.ndarray, threshold: int = 300) -> int:
-    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
-    return int(loud[-1]) + 1 if len(loud) else 0
-
-
-def first_sound(samples: np.ndarray, start: int, threshold: int = 400) -> int | None:
-    loud = np.flatnonzero(np.abs(samples[start:].astype(np.int32)) > threshold)
-    return start + int(loud[0]) if len(loud) else None
 
 
 @contextlib.contextmanager

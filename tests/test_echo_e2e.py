@@ -12,12 +12,11 @@ left is her voice coming back through the echo path."""
 import re
 import time
 
-import numpy as np
 import pytest
 
 from tests.rig import voice_clips
 from tests.rig.daemon_process import DaemonProcess, asking_status, daemon_env, daemon_status, status_answer
-from tests.rig.pulse import best_offset
+from tests.rig.recording import reaction, voiced_end
 from tests.spec_reader import read_all
 
 ECHO_MS = 60
@@ -83,37 +82,6 @@ def asked(server):
     """The user's words of each turn the model was asked to answer."""
     return [words(next(m["content"] for m in reversed(t["messages"]) if m["role"] == "user"))
             for t in server.turns()]
-
-
-def voiced_end(samples, threshold=300):
-    """Index just after the last sample louder than `threshold`."""
-    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
-    return int(loud[-1]) + 1 if len(loud) else 0
-
-
-def silent_after(echo, start, window=320, rms=150.0):
-    """Seconds from `start` (a sample index) until the echo stays below `rms` for good."""
-    levels = [np.sqrt(np.mean(echo[i:i + window].astype(np.float64) ** 2))
-              for i in range(start, len(echo) - window, window)]
-    loud = [n for n, level in enumerate(levels) if level > rms]
-    return (loud[-1] + 1) * window / 16_000 if loud else 0.0
-
-
-def voiced_start(samples, threshold=300):
-    """Index of the first sample louder than `threshold`."""
-    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > threshold)
-    return int(loud[0]) if len(loud) else 0
-
-
-def reaction(recording, played, said_end):
-    """Seconds from the end of what was said (`said_end`, an index into `played`, which is silent
-    from there on) until the microphone no longer hears her. The clip is found by its words alone:
-    over its silences the microphone hears only her."""
-    said_start = voiced_start(played)
-    offset, score = best_offset(recording, played[said_start:said_end])
-    assert score > 0.25, f"the clip is not in the recording (score {score:.2f})"
-    start = offset - said_start
-    return silent_after(recording[:start + len(played)], start + said_end)
 
 
 @pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "continued", "Listening__FollowUpSeconds": "3",
