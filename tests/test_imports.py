@@ -168,10 +168,10 @@ def test_a_relative_import_counts_and_an_acyclic_graph_passes(fake_package, tmp_
         "elara.cli", "elara.voice.stt", "elara.voice.models", "elara.cli"]
 
 
-#: Modules every part may import: the settings, the errors, and the machine's places, durable
-#: writes and native thread pools (each imports nothing of Elara but these).
+#: Modules every part may import: the settings, the errors, the machine's places, durable
+#: writes and native thread pools, and the retry backoff (each imports nothing of Elara but these).
 FOUNDATION = {"elara", "elara.settings", "elara.errors", "elara.service.paths", "elara.service.files",
-              "elara.service.openmp"}
+              "elara.service.openmp", "elara.service.backoff"}
 
 #: What each package may import besides the foundation: the layers, lowest first. The
 #: conversation and memory know nothing of sound; nothing below the service knows the daemon.

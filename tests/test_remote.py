@@ -184,6 +184,33 @@ def test_a_service_that_never_answers_times_out():
         silent.close()
 
 
+def test_a_service_that_stops_reading_fails_the_call_and_its_close_does_not_wait():
+    """Ten minutes of audio to a service that takes none of it: the kernel's buffers fill, the
+    write waits no longer than the timeout, and closing drops the unsent audio (a close that
+    waited for the service to read it would hang the turn)."""
+    silent = SilentService()
+    try:
+        stt = WyomingTranscriber(client(silent.uri, "speech-to-text", timeout=0.5))
+        outcome: dict[str, object] = {}
+
+        def call():
+            try:
+                stt.transcribe(np.zeros(16_000 * 600, dtype=np.int16))
+            except SpeechServiceError as exc:
+                outcome["error"] = exc
+
+        started = time.monotonic()
+        worker = threading.Thread(target=call, daemon=True)
+        worker.start()
+        worker.join(timeout=10)
+        assert not worker.is_alive(), "the call hangs"
+        assert isinstance(outcome.get("error"), SpeechServiceError), outcome
+        assert outcome["error"].code == "timeout"
+        assert time.monotonic() - started < 5.0
+    finally:
+        silent.close()
+
+
 def test_a_service_killed_mid_request(tmp_path, transcriber):
     """SIGKILL while it transcribes a minute of speech: the connection breaks, the call fails
     with connection_lost (never hangs), and with a local engine the words are still heard."""

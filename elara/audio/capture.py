@@ -22,6 +22,7 @@ import numpy as np
 from elara.audio.devices import DeviceInfo, find_device
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
 from elara.audio.streams import Resampler, close_stream, open_stream, post
+from elara.service.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,8 @@ class Microphone:
         self.device_rate: int | None = None
         self.max_queued_frames = max_queued_frames
         self.stall_seconds = stall_seconds
-        self.retry_initial_seconds = retry_initial_seconds
-        self.retry_max_seconds = retry_max_seconds
+        #: How long to wait before each try to reopen a stream that failed.
+        self.backoff = Backoff(retry_initial_seconds, retry_max_seconds)
         #: Blocks PortAudio flagged as input overflow (samples lost before we got them).
         self.overflows = 0
         #: Frames dropped from the queue because the consumer lagged.
@@ -283,7 +284,8 @@ class Microphone:
         self._failure = None
         if stream is not None:
             await close_stream(stream, "microphone")
-        delay = self.retry_initial_seconds
+        self.backoff.reset()
+        delay = self.backoff.failed()
         while self._running:
             try:
                 async with asyncio.timeout(delay):
@@ -297,7 +299,7 @@ class Microphone:
             try:
                 installed = await asyncio.to_thread(self._open_and_install, generation)
             except Exception as e:
-                delay = min(delay * 2, self.retry_max_seconds)
+                delay = self.backoff.failed()
                 log.warning("microphone: still unavailable (%s); retrying in %.1f s", e, delay)
                 continue
             if not installed:

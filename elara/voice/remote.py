@@ -5,9 +5,10 @@ A remote engine is one more implementation of the engine Protocols the loop and 
 already use — `transcribe(samples) → Transcript` and `synthesize(text) → AudioClip` — so the
 speculative transcription, the turn judge and the echo reference work unchanged. Each call is
 one request on its own connection: the servers keep no state between requests, and a fresh
-connection after a failure is the retry. Calls block (the loop runs them in worker threads) and
-every read is bounded by a timeout, so a service that dies or never answers fails the call with
-a `SpeechServiceError`, never hangs a turn.
+connection after a failure is the retry (`wyoming_client.WyomingClient.request`). Calls block
+(the loop runs them in worker threads) and every read and write is bounded by `TimeoutSeconds`,
+so a service that dies or never answers fails the call with a `SpeechServiceError`, never hangs a
+turn.
 
 `FailoverTranscriber` and `FailoverSynthesizer` put a remote engine in front of an optional local
 one: after a failure the remote one is left alone for a backoff (1 s, doubling to a minute) and
@@ -17,133 +18,27 @@ service is known to be down, with the apology the orchestrator speaks.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, cast
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE, AudioClip
 from elara.errors import SpeechServiceError
-from elara.settings import ServiceAddress
+from elara.service.backoff import Backoff
 from elara.voice.stt import Transcript
 from elara.voice.tts import speakable
+from elara.voice.wyoming_client import WyomingClient, WyomingConnection
 
 log = logging.getLogger(__name__)
 
 #: Samples of 16 kHz audio sent per audio-chunk event (a quarter of a second).
 CHUNK_SAMPLES = 4_000
-#: Seconds a connection may take to open; a service that is down fails fast.
-CONNECT_SECONDS = 2.0
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 60.0
-
-
-# ---------------------------------------------------------------------------------------------
-# one request, one connection
-
-
-class Connection:
-    """An open connection to a Wyoming service: events out, events in, each read bounded."""
-
-    def __init__(self, sock: socket.socket, service: str, address: ServiceAddress) -> None:
-        self._sock = sock
-        self._file = cast(BinaryIO, sock.makefile("rwb"))
-        self.service = service
-        self.address = address
-
-    def send(self, *eventables: Any) -> None:
-        """Write events (wyoming Eventables) to the service."""
-        from wyoming.event import write_event
-
-        try:
-            for eventable in eventables:
-                write_event(eventable.event(), self._file)
-        except OSError as exc:
-            raise self._error("connection_lost", f"the connection broke while sending ({exc})") from exc
-
-    def receive(self) -> Any:
-        """The next event from the service; raises SpeechServiceError on a timeout, a closed
-        connection or a Wyoming `error` event."""
-        from wyoming.error import Error
-        from wyoming.event import read_event
-
-        try:
-            event = read_event(self._file)
-        except TimeoutError as exc:
-            raise self._error("timeout", "no answer within the timeout") from exc
-        except OSError as exc:
-            raise self._error("connection_lost", f"the connection broke ({exc})") from exc
-        if event is None:
-            raise self._error("connection_lost", "the service closed the connection mid-request")
-        if Error.is_type(event.type):
-            error = Error.from_event(event)
-            raise self._error("service_error", f"the service answered with an error: {error.text}")
-        return event
-
-    def close(self) -> None:
-        """Close the connection."""
-        with contextlib.suppress(OSError):
-            self._file.close()
-        with contextlib.suppress(OSError):
-            self._sock.close()
-
-    def _error(self, code: str, what: str) -> SpeechServiceError:
-        return SpeechServiceError(f"{self.service} at {self.address}: {what}", code=code,
-                                  service=self.service)
-
-
-class WyomingClient:
-    """Opens one connection per request to a Wyoming service."""
-
-    def __init__(self, address: ServiceAddress, service: str, *, timeout: float, setting: str) -> None:
-        self.address = address
-        self.service = service  # "speech-to-text", "text-to-speech", "satellite kitchen": for messages
-        self.timeout = float(timeout)
-        self.setting = setting  # the setting naming the address: what to fix when it is wrong
-
-    @contextlib.contextmanager
-    def connect(self) -> Iterator[Connection]:
-        """A connection for one request, closed after it."""
-        try:
-            if self.address.path is not None:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(min(CONNECT_SECONDS, self.timeout))
-                try:
-                    sock.connect(self.address.path)
-                except BaseException:
-                    sock.close()
-                    raise
-            else:
-                assert self.address.host is not None and self.address.port is not None
-                sock = socket.create_connection((self.address.host, self.address.port),
-                                                timeout=min(CONNECT_SECONDS, self.timeout))
-        except OSError as exc:
-            raise SpeechServiceError(
-                f"{self.service} at {self.address} is unreachable ({exc}). Fix: start the service, "
-                f"or point {self.setting} at where it runs",
-                code="unreachable", service=self.service) from exc
-        sock.settimeout(self.timeout)
-        connection = Connection(sock, self.service, self.address)
-        try:
-            yield connection
-        finally:
-            connection.close()
-
-    def describe(self) -> Any:
-        """The service's `info` (wyoming.info.Info): its programs, models and voices."""
-        from wyoming.info import Describe, Info
-
-        with self.connect() as connection:
-            connection.send(Describe())
-            while True:
-                event = connection.receive()
-                if Info.is_type(event.type):
-                    return Info.from_event(event)
 
 
 def describe_info(info: Any) -> str:
@@ -177,32 +72,28 @@ class WyomingTranscriber:
 
         Wyoming carries only the text: Whisper's confidence is not known here, so the transcript
         counts as sure (no-speech 0, log probability 0) and the phantom filter judges its words."""
-        from wyoming.asr import Transcribe
-        from wyoming.audio import AudioChunk, AudioStart, AudioStop
-
         started = time.perf_counter()
         audio = np.asarray(samples).reshape(-1)
         if audio.dtype.kind == "f":
             audio = np.clip(audio * 32768.0, -32768, 32767)
         pcm = audio.astype("<i2").tobytes()
-        audio_format = {"rate": SAMPLE_RATE, "width": 2, "channels": 1}
-        step = CHUNK_SAMPLES * 2
-        with self.client.connect() as connection:
-            connection.send(Transcribe(name=self.model, language=self.language), AudioStart(**audio_format),
-                            *(AudioChunk(audio=pcm[i:i + step], **audio_format) for i in range(0, len(pcm), step)),
-                            AudioStop())
-            text = self._transcript(connection)
+        text = self.client.request(lambda connection: self._transcript(connection, pcm))
         return Transcript(text=text.strip(), no_speech_prob=0.0, avg_logprob=0.0,
                           audio_seconds=len(audio) / SAMPLE_RATE, seconds=time.perf_counter() - started)
 
-    @staticmethod
-    def _transcript(connection: Connection) -> str:
+    async def _transcript(self, connection: WyomingConnection, pcm: bytes) -> str:
+        from wyoming.asr import Transcribe, TranscriptChunk, TranscriptStop
         from wyoming.asr import Transcript as WyomingTranscript
-        from wyoming.asr import TranscriptChunk, TranscriptStop
+        from wyoming.audio import AudioChunk, AudioStart, AudioStop
 
+        audio_format = {"rate": SAMPLE_RATE, "width": 2, "channels": 1}
+        step = CHUNK_SAMPLES * 2
+        await connection.send(Transcribe(name=self.model, language=self.language), AudioStart(**audio_format),
+                              *(AudioChunk(audio=pcm[i:i + step], **audio_format) for i in range(0, len(pcm), step)),
+                              AudioStop())
         streamed: list[str] = []
         while True:
-            event = connection.receive()
+            event = await connection.reply()
             if WyomingTranscript.is_type(event.type):
                 return str(WyomingTranscript.from_event(event).text)
             if TranscriptChunk.is_type(event.type):
@@ -227,29 +118,32 @@ class WyomingSynthesizer:
 
     def synthesize(self, text: str) -> AudioClip:
         """Speak `text` (cleaned by `speakable` first); an empty clip when nothing is left."""
-        from wyoming.audio import AudioChunk, AudioStart, AudioStop
-        from wyoming.tts import Synthesize, SynthesizeVoice
-
         spoken = speakable(text)
         if not spoken:
             return AudioClip(samples=np.zeros(0, dtype=np.int16), sample_rate=self.sample_rate)
+        clip = self.client.request(lambda connection: self._speech(connection, spoken))
+        self.sample_rate = clip.sample_rate
+        return clip
+
+    async def _speech(self, connection: WyomingConnection, spoken: str) -> AudioClip:
+        from wyoming.audio import AudioChunk, AudioStart, AudioStop
+        from wyoming.tts import Synthesize, SynthesizeVoice
+
         voice = SynthesizeVoice(name=self.voice) if self.voice else None
+        await connection.send(Synthesize(text=spoken, voice=voice))
         pieces: list[np.ndarray] = []
         rate, width, channels = self.sample_rate, 2, 1
-        with self.client.connect() as connection:
-            connection.send(Synthesize(text=spoken, voice=voice))
-            while True:
-                event = connection.receive()
-                if AudioStart.is_type(event.type):
-                    start = AudioStart.from_event(event)
-                    rate, width, channels = start.rate, start.width, start.channels
-                elif AudioChunk.is_type(event.type):
-                    chunk = AudioChunk.from_event(event)
-                    rate, width, channels = chunk.rate, chunk.width, chunk.channels
-                    pieces.append(_mono_int16(chunk.audio, width, channels))
-                elif AudioStop.is_type(event.type):
-                    break
-        self.sample_rate = int(rate)
+        while True:
+            event = await connection.reply()
+            if AudioStart.is_type(event.type):
+                start = AudioStart.from_event(event)
+                rate, width, channels = start.rate, start.width, start.channels
+            elif AudioChunk.is_type(event.type):
+                chunk = AudioChunk.from_event(event)
+                rate, width, channels = chunk.rate, chunk.width, chunk.channels
+                pieces.append(_mono_int16(chunk.audio, width, channels))
+            elif AudioStop.is_type(event.type):
+                break
         samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int16)
         return AudioClip(samples=samples, sample_rate=int(rate))
 
@@ -276,19 +170,21 @@ def _mono_int16(data: bytes, width: int, channels: int) -> np.ndarray:
 
 class ServiceHealth:
     """Whether to try a remote service now: always while it answers; after a failure, once the
-    backoff has passed (1 s, doubling with each failure in a row, at most a minute)."""
+    backoff has passed (1 s, doubling with each failure in a row, at most a minute). Shared by
+    the worker threads that call the service."""
 
     def __init__(self, *, monotonic: Callable[[], float] = time.monotonic,
                  first_retry: float = FIRST_RETRY_SECONDS, max_retry: float = MAX_RETRY_SECONDS) -> None:
-        self._monotonic = monotonic
-        self._first_retry = first_retry
-        self._max_retry = max_retry
+        self._backoff = Backoff(first_retry, max_retry, clock=monotonic)
         self._lock = threading.Lock()
-        self.failures_in_a_row = 0
         self.failures = 0
         self.fallbacks = 0  # calls the local engine answered instead
-        self.retry_at: float | None = None
         self.last_error: str | None = None
+
+    @property
+    def failures_in_a_row(self) -> int:
+        """Failures since the service last answered."""
+        return self._backoff.failures_in_a_row
 
     @property
     def up(self) -> bool:
@@ -296,38 +192,28 @@ class ServiceHealth:
         return self.failures_in_a_row == 0
 
     def should_try(self) -> bool:
-        """True when the service answers, or its backoff is over (then one call tries it)."""
+        """True when the service answers, or its backoff is over (then one call tries it, and
+        the others wait for its answer's backoff)."""
         with self._lock:
-            if self.retry_at is None:
-                return True
-            if self._monotonic() >= self.retry_at:
-                # One caller retries; the others wait for its answer's backoff.
-                self.retry_at = self._monotonic() + self._delay(self.failures_in_a_row)
-                return True
-            return False
+            return self._backoff.ready()
 
     def succeeded(self) -> None:
         """The service answered."""
         with self._lock:
-            self.failures_in_a_row = 0
-            self.retry_at = None
+            self._backoff.reset()
 
     def failed(self, error: SpeechServiceError) -> None:
         """The service failed: leave it alone for the next backoff."""
         with self._lock:
-            self.failures_in_a_row += 1
+            self._backoff.failed()
             self.failures += 1
             self.last_error = error.code
-            self.retry_at = self._monotonic() + self._delay(self.failures_in_a_row)
-
-    def _delay(self, failures: int) -> float:
-        return min(self._max_retry, self._first_retry * 2 ** max(0, failures - 1))
 
     def status(self) -> dict[str, Any]:
         """For `elara status`: up or down, failures, when it is tried again."""
         with self._lock:
-            retry = None if self.retry_at is None else max(0.0, self.retry_at - self._monotonic())
-            return {"state": "up" if self.failures_in_a_row == 0 else "down", "failures": self.failures,
+            retry = self._backoff.remaining()
+            return {"state": "up" if self.up else "down", "failures": self.failures,
                     "fallbacks": self.fallbacks, "last_error": self.last_error,
                     "retry_in_seconds": None if retry is None else round(retry, 1)}
 

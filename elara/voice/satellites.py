@@ -28,7 +28,9 @@ import numpy as np
 
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioClip, AudioFrame
 from elara.errors import AudioDeviceError
+from elara.service.backoff import Backoff
 from elara.settings import ServiceAddress
+from elara.voice.wyoming_client import WyomingClient, WyomingConnection
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from elara.skills.announcements import Announcer
@@ -57,21 +59,25 @@ class SatelliteLink:
         self.name = name
         self.address = address
         self._clock = clock
-        self._first_retry = first_retry
-        self._max_retry = max_retry
-        self._quiet = quiet_seconds
-        self._writer: asyncio.StreamWriter | None = None
+        self._client = WyomingClient(address, f"satellite {name}", timeout=quiet_seconds,
+                                     setting="its Uri in Satellites", connect_seconds=CONNECT_SECONDS)
+        self._backoff = Backoff(first_retry, max_retry, clock=clock)
+        self._connection: WyomingConnection | None = None
         self._frames: asyncio.Queue[AudioFrame] = asyncio.Queue()
         self._pending = np.zeros(0, dtype=np.int16)
         self._write_lock = asyncio.Lock()
         #: "connecting", "connected" or "down" (waiting for the next try)
         self.state = "connecting"
         self.connections = 0
-        self.failures_in_a_row = 0
         self.last_error: str | None = None
         self.info: str | None = None  # what the satellite says of itself when it answers
         self.dropped_frames = 0
         self._converter: Any = None  # made once, for a satellite whose microphone isn't 16 kHz mono
+
+    @property
+    def failures_in_a_row(self) -> int:
+        """Failed or lost connections since the satellite last streamed."""
+        return self._backoff.failures_in_a_row
 
     # -- the connection ---------------------------------------------------------------------------
 
@@ -83,11 +89,8 @@ class SatelliteLink:
                 error = "the satellite closed the connection"
             except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            finally:
-                await self._close()
-            self.failures_in_a_row += 1
             self.last_error = error
-            delay = min(self._max_retry, self._first_retry * 2 ** (self.failures_in_a_row - 1))
+            delay = self._backoff.failed()
             self.state = "down"
             log.warning("satellite %s at %s: %s; trying again in %.0f s", self.name, self.address, error, delay)
             await asyncio.sleep(delay)
@@ -95,46 +98,33 @@ class SatelliteLink:
 
     async def _session(self) -> None:
         from wyoming.audio import AudioChunk
-        from wyoming.event import async_read_event, async_write_event
         from wyoming.info import Describe, Info
         from wyoming.satellite import RunSatellite
 
-        async with asyncio.timeout(CONNECT_SECONDS):
-            if self.address.path is not None:
-                reader, writer = await asyncio.open_unix_connection(self.address.path)
-            else:
-                reader, writer = await asyncio.open_connection(self.address.host, self.address.port)
-        self._writer = writer
-        # `describe` first (it does not claim the satellite), then `run-satellite` claims it.
-        await async_write_event(Describe().event(), writer)
-        await async_write_event(RunSatellite().event(), writer)
-        started = False
-        while True:
-            async with asyncio.timeout(self._quiet):
-                event = await async_read_event(reader)
-            if event is None:
-                return
-            if Info.is_type(event.type):
-                satellite = Info.from_event(event).satellite
-                if satellite is not None:
-                    self.info = f"{satellite.name}" + (f" ({satellite.area})" if satellite.area else "")
-            elif AudioChunk.is_type(event.type):
-                if not started:
-                    started = True
-                    self.state = "connected"
-                    self.connections += 1
-                    self.failures_in_a_row = 0
-                    log.info("satellite %s at %s: streaming%s", self.name, self.address,
-                             f" ({self.info})" if self.info else "")
-                self._heard(AudioChunk.from_event(event))
+        async with self._client.connect() as connection:
+            self._connection = connection
+            try:
+                # `describe` first (it does not claim the satellite), then `run-satellite` claims it.
+                await connection.send(Describe(), RunSatellite())
+                while (event := await connection.receive()) is not None:
+                    if Info.is_type(event.type):
+                        satellite = Info.from_event(event).satellite
+                        if satellite is not None:
+                            self.info = f"{satellite.name}" + (f" ({satellite.area})" if satellite.area else "")
+                    elif AudioChunk.is_type(event.type):
+                        if self.state != "connected":
+                            self._streaming()
+                        self._heard(AudioChunk.from_event(event))
+            finally:
+                self._connection = None
+                self._pending = np.zeros(0, dtype=np.int16)
 
-    async def _close(self) -> None:
-        writer, self._writer = self._writer, None
-        self._pending = np.zeros(0, dtype=np.int16)
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+    def _streaming(self) -> None:
+        """The satellite's first chunk on this connection: it is connected."""
+        self.state = "connected"
+        self.connections += 1
+        self._backoff.reset()
+        log.info("satellite %s at %s: streaming%s", self.name, self.address, f" ({self.info})" if self.info else "")
 
     def _heard(self, chunk: Any) -> None:
         """A chunk of the satellite's microphone → 16 kHz mono int16 → whole 80 ms frames."""
@@ -159,16 +149,13 @@ class SatelliteLink:
 
     async def send(self, *eventables: Any) -> None:
         """Write events to the satellite; AudioDeviceError when it is not connected."""
-        from wyoming.event import async_write_event
-
-        writer = self._writer
-        if writer is None or self.state != "connected":
+        connection = self._connection
+        if connection is None or self.state != "connected":
             raise AudioDeviceError(f"satellite {self.name} at {self.address} is not connected ({self.state})")
         async with self._write_lock:
             try:
-                for eventable in eventables:
-                    await async_write_event(eventable.event(), writer)
-            except (OSError, RuntimeError) as exc:
+                await connection.send(*eventables)
+            except (OSError, RuntimeError) as exc:  # TimeoutError is an OSError
                 raise AudioDeviceError(f"satellite {self.name}: the connection broke ({exc})") from exc
 
     # -- the microphone ---------------------------------------------------------------------------
