@@ -28,8 +28,9 @@ from bench.turn import QUESTIONS, speak  # noqa: E402
 from bench.voice import _WORDS, VOICES  # noqa: E402
 from elara.audio.frames import FRAME_SECONDS  # noqa: E402
 from elara.config import load_settings  # noqa: E402
+from elara.service.engines import transcriber  # noqa: E402
+from elara.service.slices import SpeechToTextSlice  # noqa: E402
 from elara.voice import loop  # noqa: E402
-from elara.voice.engines import transcriber  # noqa: E402
 from elara.voice.models import resolve_whisper  # noqa: E402
 from elara.voice.vad import create_vad  # noqa: E402
 from tests.rig import voice_clips  # noqa: E402
@@ -49,7 +50,7 @@ def main() -> int:
     parser.add_argument("--kept", type=parse_kept, default=parse_kept("0,1,2,5,all"),
                         help="frames of the pause Whisper hears, comma-separated ('all': the whole pause)")
     args = parser.parse_args()
-    stt = transcriber(resolve_whisper("tiny.en"), load_settings().speech_to_text)
+    stt = transcriber(resolve_whisper("tiny.en"), SpeechToTextSlice.of(load_settings()))
     read_on = {kept: 0 for kept in args.kept}
     misses: dict[int | None, list[str]] = {kept: [] for kept in args.kept}
     asked = 0
