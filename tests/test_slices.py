@@ -6,6 +6,7 @@ shows it on real models and devices."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import typing
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -154,6 +155,27 @@ def test_a_part_made_with_a_rebuilt_part_is_rebuilt_too():
     assert holding("LanguageModel.Model") == {"llm", "memory"}
     assert holding("Audio.InputDevice") == {"microphone", "echo"}
     assert holding("Audio.OutputLatencyMs") == {"speaker", "echo"}
+
+
+def factories() -> dict[str, Any]:
+    """Each part's factory, as the daemon, the doctor and the commands call it."""
+    from elara.service import answering, build, engines
+
+    return {"llm": answering.load_language_model, "memory": answering.open_memory,
+            "timers": build.open_timers, "wake": engines.load_wake_word, "vad": engines.load_vad,
+            "transcriber": engines.load_speech_to_text, "second_check": engines.load_second_check,
+            "synthesizer": engines.load_text_to_speech, "microphone": build.open_microphone,
+            "speaker": build.open_speaker, "echo": build.make_echo_filter}
+
+
+def test_each_factory_receives_its_slice_and_no_other_setting():
+    made = factories()
+    assert set(made) == set(PARTS)
+    for name, factory in made.items():
+        annotations = [str(p.annotation) for p in inspect.signature(factory).parameters.values()]
+        assert not any("Settings" in a for a in annotations), (name, annotations)
+        if dataclasses.fields(PARTS[name].slice):  # the timers are built from no setting at all
+            assert annotations[0] == PARTS[name].slice.__name__, (name, annotations)
 
 
 def test_a_slice_holds_only_what_it_reads():

@@ -4,7 +4,8 @@ A slice is a small frozen dataclass whose every field names the setting it holds
 part's one factory receives the slice alone, so it cannot read a setting its slice does not hold.
 A reload takes a part over exactly when its slice is equal and every part it is made with is taken
 over too (`kept`): computed from the slices, never listed by hand. Parts not named in `PARTS` are
-cheap and built anew each time.
+cheap and built anew each time, except what a running daemon never replaces: the store it opened
+(`RESTART_ONLY`) and the satellites' links (`Satellites`), of which a reload only warns.
 """
 
 from __future__ import annotations
