@@ -287,14 +287,15 @@ def share(result: Result, scene: Scene, kind: str, level: float | None = None, *
 def offline(args: argparse.Namespace) -> None:
     """The table of cancellers × rooms."""
     from elara.config import load_settings
-    from elara.service.runtime import stop_reader, wire_wake_check
-    from elara.voice.engines import load_transcriber, load_wake
+    from elara.service.engines import load_wake_word, load_whisper
+    from elara.service.listening import stop_reader, wire_wake_check
+    from elara.service.slices import SpeechToTextSlice, WakeWordSlice
     from elara.voice.vad import SileroVad
 
     settings = load_settings(env={})
-    whisper = load_transcriber(settings)
+    whisper = load_whisper(SpeechToTextSlice.of(settings))
     vad = SileroVad()
-    wake = load_wake(settings)
+    wake = load_wake_word(WakeWordSlice.of(settings))
     transcriber = stop_reader(whisper, wake.names) or whisper  # reads "stop" as the daemon does
     wire_wake_check(wake, settings, whisper)  # as the daemon wires it
     print("| room | canceller | ERLE, her echo alone | \"stop\" heard over her (person −6 / 0 / +6 dB vs her echo) "

@@ -23,8 +23,9 @@ import numpy as np
 from bench.common import QUESTIONS, VOICES, log, question, words
 from elara.audio.frames import FRAME_SECONDS
 from elara.config import load_settings
+from elara.service.engines import transcriber
+from elara.service.slices import SpeechToTextSlice
 from elara.voice import going_on
-from elara.voice.engines import transcriber
 from elara.voice.models import resolve_whisper
 from elara.voice.vad import create_vad
 from tests.rig import voice_clips
@@ -44,7 +45,7 @@ def main() -> int:
     parser.add_argument("--kept", type=parse_kept, default=parse_kept("0,1,2,5,all"),
                         help="frames of the pause Whisper hears, comma-separated ('all': the whole pause)")
     args = parser.parse_args()
-    stt = transcriber(resolve_whisper("tiny.en"), load_settings().speech_to_text)
+    stt = transcriber(resolve_whisper("tiny.en"), SpeechToTextSlice.of(load_settings()))
     read_on = {kept: 0 for kept in args.kept}
     misses: dict[int | None, list[str]] = {kept: [] for kept in args.kept}
     asked = 0

@@ -23,7 +23,7 @@ from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
 from elara.memory.manager import Memory
-from elara.service.wiring import make_builder, make_monitor
+from elara.service.answering import make_builder, make_monitor
 
 
 def fill(store: ConversationStore, count: int) -> None:

@@ -2,9 +2,9 @@
 """The wake word exactly as shipped, run live over bench/wake.py's clips and negatives.
 
 bench/wake.py sweeps thresholds offline from the model's scores; this runs the configured detector
-itself (`elara.voice.engines.load_wake` on the packaged settings or `--set Section__Key=VALUE`
+itself (`elara.service.engines.load_wake_word` on the packaged settings or `--set Section__Key=VALUE`
 overrides) with the Whisper check on doubtful scores wired as the daemon wires it
-(`elara.service.runtime.wire_wake_check`), frame by frame, resetting after each wake as the daemon
+(`elara.service.listening.wire_wake_check`), frame by frame, resetting after each wake as the daemon
 does. Recall by group, false wakes in the ordinary audio, sound-alike sentences woken, and how
 often Whisper was asked. Reuses bench/wake.py's cache (run it first).
 
@@ -45,11 +45,12 @@ import numpy as np
 from bench import wake as bw
 from bench.common import CACHE, keep_clips, log, percentile, table
 from elara.config import load_settings
-from elara.service import runtime
-from elara.service.runtime import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check
+from elara.service import listening
+from elara.service.engines import load_second_check, load_wake_word, load_whisper
+from elara.service.listening import WAKE_CHECK_NOISE_SUPPRESSION, wire_wake_check
+from elara.service.slices import SecondCheckSlice, SpeechToTextSlice, WakeWordSlice
 from elara.voice import wake as wake_module
 from elara.voice.denoise import NoiseSuppressor
-from elara.voice.engines import load_second_check, load_transcriber, load_wake
 from elara.voice.stt import PhraseCheck, Transcriber
 from elara.voice.wake import (
     CONFIRM_AFTER_FRAMES,
@@ -219,7 +220,7 @@ def rule_table(detector: WakeWordDetector, transcriber: Transcriber, positives: 
 
 
 SECOND_ODDS = (-1.0, -2.0, -3.0, -4.0, -6.0, -8.0)
-# … and the confident scores' alone, the doubtful ones' at runtime.SECOND_LOG_ODDS (`--second-odds`)
+# … and the confident scores' alone, the doubtful ones' at listening.SECOND_LOG_ODDS (`--second-odds`)
 SECOND_CONFIDENT_ODDS = (-4.0, -5.0, -6.0, -8.0, -10.0)
 
 
@@ -233,7 +234,7 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
     once."""
     settings = load_settings(env=settings_env)
     model = settings.wake_word.confirm_second_model
-    second = load_second_check(settings)
+    second = load_second_check(SecondCheckSlice.of(settings))
     if second is None:
         raise SystemExit("no second model to read with: WakeWord.ConfirmSecondModel is not set, or is "
                          "SpeechToText.Model")
@@ -254,7 +255,7 @@ def second_reading_table(kept: Path, settings_env: dict[str, str], stream_hours:
         ("as the run decided" if confident_only else "first reading only", None, None)]
     if not confident_only:
         rules += [(f"{model} again, log odds ≥ {odds:g}", odds, odds) for odds in SECOND_ODDS]
-    doubtful = runtime.SECOND_LOG_ODDS  # `--second-odds`
+    doubtful = listening.SECOND_LOG_ODDS  # `--second-odds`
     rules += [(f"{model} again, doubtful ≥ {doubtful:g}, confident ≥ {odds:g}",
                None if confident_only else doubtful, odds) for odds in SECOND_CONFIDENT_ODDS]
     rows = []
@@ -329,9 +330,9 @@ def main() -> int:
     parser.add_argument("--held-out", type=int, nargs="?", const=1, default=0, choices=tuple(bw.HELD_OUT_SETS),
                         metavar="SET", help="recall only, on bench/wake.py's held-out clips (set 1 to 4): voices, paces, words "
                              "and noises no setting was chosen on")
-    parser.add_argument("--second-odds", type=float, default=runtime.SECOND_LOG_ODDS, metavar="LOG_ODDS",
+    parser.add_argument("--second-odds", type=float, default=listening.SECOND_LOG_ODDS, metavar="LOG_ODDS",
                         help="the odds the second model's reading of a doubtful score needs (default: %(default)s)")
-    parser.add_argument("--second-confident-odds", type=float, default=runtime.SECOND_CONFIDENT_LOG_ODDS,
+    parser.add_argument("--second-confident-odds", type=float, default=listening.SECOND_CONFIDENT_LOG_ODDS,
                         metavar="LOG_ODDS", help="the odds the second model's reading of a confident score "
                         "needs (default: %(default)s)")
     parser.add_argument("--confirm-before", type=float, default=wake_module.CONFIRM_BEFORE_SECONDS,
@@ -339,8 +340,8 @@ def main() -> int:
     args = parser.parse_args()
     keep_clips(args.cache / "clips")
     wake_module.CONFIRM_BEFORE_SECONDS = args.confirm_before  # read when the detector is built
-    runtime.SECOND_CONFIDENT_LOG_ODDS = args.second_confident_odds  # read at each check
-    runtime.SECOND_LOG_ODDS = args.second_odds
+    listening.SECOND_CONFIDENT_LOG_ODDS = args.second_confident_odds  # read at each check
+    listening.SECOND_LOG_ODDS = args.second_odds
     env = {f"ELARA__{k}": v for k, v in (item.split("=", 1) for item in args.set)}
     if args.second_reading is not None:
         stream, segments = bw.cached_negatives(args.cache, args.negative_scale, args.negative_seed)
@@ -349,12 +350,12 @@ def main() -> int:
         return 0
     settings = load_settings(env=env)
     wake = settings.wake_word
-    detector = load_wake(settings, verifiers=False)
-    transcriber = load_transcriber(settings) if wake.confirm_from > 0 else None
+    detector = load_wake_word(WakeWordSlice.of(settings).without_verifiers())
+    transcriber = load_whisper(SpeechToTextSlice.of(settings)) if wake.confirm_from > 0 else None
     recorder = None
     second = None
     if transcriber is not None:
-        second = load_second_check(settings)
+        second = load_second_check(SecondCheckSlice.of(settings))
         wire_wake_check(detector, settings, transcriber, second)
         if args.keep_windows is not None and detector.confirmer is not None:
             recorder = Recorder(detector.confirmer)

@@ -49,7 +49,7 @@ def env(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def load_once():
     """engines.check_loads, each model loaded for real once per session."""
-    from elara.voice.engines import check_loads
+    from elara.service.engines import check_loads
 
     seconds: dict = {}
 

@@ -9,7 +9,8 @@ import pytest
 
 from elara.config import load_settings
 from elara.errors import ConfigError, ModelLoadError, ModelNotFoundError
-from elara.voice.engines import check_loads, load_wake, synthesizer
+from elara.service.engines import check_loads, load_wake_word, synthesizer
+from elara.service.slices import WakeWordSlice
 from elara.voice.models import JOE_VOICE, available_models, resolve_voice, resolve_wake_word
 
 
@@ -35,7 +36,7 @@ def test_load_wake_is_tuned_by_the_settings(tmp_path):
     settings = load_settings(env={
         "XDG_CONFIG_HOME": str(tmp_path), "ELARA__WakeWord__Threshold": "0.7",
         "ELARA__WakeWord__TriggerLevel": "2", "ELARA__WakeWord__RefractorySeconds": "1.5"})
-    detector = load_wake(settings)
+    detector = load_wake_word(WakeWordSlice.of(settings))
     assert detector.names == ["hey_jarvis"]
     assert (detector.threshold, detector.trigger_level, detector.refractory_seconds) == (0.7, 2, 1.5)
     assert detector.shortens_pauses  # as shipped
@@ -45,7 +46,7 @@ def test_without_the_vad_gate_no_pause_is_shortened(tmp_path):
     # The gate is what hears the pauses: a config that turns it off loads, with nothing to shorten.
     settings = load_settings(env={"XDG_CONFIG_HOME": str(tmp_path), "ELARA__WakeWord__VadThreshold": "0"})
     assert settings.wake_word.shorten_pauses
-    assert not load_wake(settings).shortens_pauses
+    assert not load_wake_word(WakeWordSlice.of(settings)).shortens_pauses
 
 
 def test_a_piper_voice_without_its_config_is_not_found():

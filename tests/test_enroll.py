@@ -11,7 +11,8 @@ import pytest
 from elara import cli
 from elara.config import load_settings
 from elara.errors import ConfigError, EnrollmentError
-from elara.voice.engines import load_wake
+from elara.service.engines import load_wake_word
+from elara.service.slices import WakeWordSlice
 from elara.voice.enroll import OTHER_PROMPTS, add_verifier_to_config, enroll
 from elara.voice.verifier import WakeVerifier
 from tests.rig.voice_clips import concat, espeak_speech, frames, silence, write_wav
@@ -46,7 +47,7 @@ def woke(detector, clip: np.ndarray) -> bool:
 
 @pytest.fixture(scope="module")
 def detector():
-    return load_wake(load_settings(env={}), verifiers=False)
+    return load_wake_word(WakeWordSlice.of(load_settings(env={})).without_verifiers())
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_the_verified_detector_still_wakes_for_the_user_and_not_on_their_other_s
     enrollment, _ = enrolled
     path = tmp_path / "hey_jarvis.npz"
     enrollment.verifier.save(path)
-    verified = load_wake(load_settings(env={"ELARA__WakeWord__Verifiers": json.dumps([str(path)])}))
+    verified = load_wake_word(WakeWordSlice.of(load_settings(env={"ELARA__WakeWord__Verifiers": json.dumps([str(path)])})))
     # Speeds and a sentence the enrollment never heard.
     assert woke(verified, wake_take(150)) and woke(verified, wake_take(170))
     assert woke(verified, concat(silence(0.5), espeak_speech("Hey Jarvis, what time is it?", voice=USER)))
@@ -124,7 +125,7 @@ def test_elara_wake_enroll_from_recordings_configures_the_daemon(tmp_path, monke
     settings = load_settings(env={"XDG_CONFIG_HOME": str(home)})
     assert settings.wake_word.verifiers == (str(verifier_file),)
     assert WakeVerifier.load(verifier_file).wake_word == "hey_jarvis"
-    assert load_wake(settings).verified == ["hey_jarvis"]
+    assert load_wake_word(WakeWordSlice.of(settings)).verified == ["hey_jarvis"]
     assert cli.main(["wake", "enroll", "--takes", "0"]) == 2
     assert cli.main(["wake", "enroll", "--wake-word", "alexa", "--from-dir", str(recordings)]) == 2
     err = capsys.readouterr().err

@@ -114,7 +114,7 @@ def test_model_resolution_imports_no_engine():
     """Resolving names to files must not pull in the engines that load them (or their libraries)."""
     graph = import_graph()
     engines = {"elara.voice.stt", "elara.voice.tts", "elara.voice.vad", "elara.voice.wake",
-               "elara.voice.engines"}
+               "elara.service.engines"}
     assert not graph["elara.voice.models"] & engines
     tree = ast.parse((PACKAGE / "voice" / "models.py").read_text(encoding="utf-8"))
     libraries = {"faster_whisper", "piper", "onnxruntime", "openwakeword", "ctranslate2"}

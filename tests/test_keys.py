@@ -16,7 +16,7 @@ from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
 from elara.errors import ConfigError
 from elara.service import doctor, keys
-from elara.service.wiring import encryption_passphrase
+from elara.service.answering import encryption_passphrase
 from tests.spec_reader import read_all
 
 

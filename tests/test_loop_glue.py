@@ -1161,7 +1161,7 @@ def test_a_long_stretch_of_speech_over_her_is_not_checked():
 
 
 def test_stop_over_her_is_read_by_the_stop_reader_when_there_is_one():
-    """The daemon reads "stop" over her without noise suppression (`runtime.stop_reader`): the
+    """The daemon reads "stop" over her without noise suppression (`listening.stop_reader`): the
     question's transcriber never sees that audio."""
     rig = stop_rig()
     reader = FakeTranscriber()

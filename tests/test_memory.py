@@ -13,7 +13,7 @@ from elara.conversation.context import estimate_tokens
 from elara.conversation.messages import PromptReady
 from elara.conversation.store import ConversationStore
 from elara.memory.manager import Memory
-from elara.service.wiring import make_monitor, make_orchestrator
+from elara.service.answering import make_monitor, make_orchestrator
 from tests.spec_reader import read_all
 
 KEY = "memory key"

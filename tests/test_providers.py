@@ -13,7 +13,8 @@ from elara.config import load_settings
 from elara.conversation.messages import ChatRole, PromptReady
 from elara.conversation.store import ConversationStore
 from elara.errors import ConfigError, LanguageModelError
-from elara.service import wiring
+from elara.service import answering
+from elara.service.slices import LanguageModelSlice
 from tests.rig.ollama_server import closed_port
 
 KEY = "providers key"
@@ -38,8 +39,8 @@ class Printed:
 
 
 def auto_over(settings, embedded_model, **options) -> AutoLanguageModel:
-    """`auto` as wiring builds it, with the session's loaded built-in model to fall back on."""
-    return AutoLanguageModel(wiring.make_ollama(settings), embedded_model.reconfigured,
+    """`auto` as the build layer makes it, with the session's loaded built-in model to fall back on."""
+    return AutoLanguageModel(answering.make_ollama(LanguageModelSlice.of(settings)), embedded_model.reconfigured,
                              ollama_hint="start Ollama", **options)
 
 
@@ -51,7 +52,7 @@ def test_auto_switches_both_ways_and_no_turn_is_lost(ollama_server, embedded_mod
     port = ollama_server.port = int(ollama_server.url.rsplit(":", 1)[1])  # the same port when restarted
     llm = auto_over(settings, embedded_model, check_interval=0.05, check_seconds=2)
     sink = Printed()
-    orchestrator = wiring.make_orchestrator(settings, store, llm, sink)
+    orchestrator = answering.make_orchestrator(settings, store, llm, sink)
 
     async def scenario():
         watcher = None
@@ -134,8 +135,8 @@ def test_a_reply_cut_off_midway_is_not_answered_twice(ollama_server, embedded_mo
         try:
             await llm.check()
             ollama_server.fault = "drop"  # fragments, then the connection closes
-            return [f async for f in llm.stream(wiring.make_renderer(settings).render(
-                await wiring.make_builder(settings, ConversationStore(tmp_path / "store", KEY)).build("hi", 0)))]
+            return [f async for f in llm.stream(answering.make_renderer(settings).render(
+                await answering.make_builder(settings, ConversationStore(tmp_path / "store", KEY)).build("hi", 0)))]
         finally:
             await llm._ollama.aclose()
 
@@ -146,14 +147,14 @@ def test_a_reply_cut_off_midway_is_not_answered_twice(ollama_server, embedded_mo
 
 def test_ollama_only_and_embedded_only(tmp_path, embedded_model):
     down = settings_for(f"http://127.0.0.1:{closed_port()}", tmp_path, LanguageModel__Provider="ollama")
-    only_ollama = wiring.make_language_model(down)
+    only_ollama = answering.load_language_model(LanguageModelSlice.of(down))
     assert not isinstance(only_ollama, AutoLanguageModel)
     assert describe(only_ollama, "ollama")["reason"] == "LanguageModel.Provider is ollama"
     asyncio.run(only_ollama.aclose())
     missing = settings_for("http://127.0.0.1:9", tmp_path, LanguageModel__Provider="auto",
                            LanguageModel__EmbeddedModel=str(tmp_path / "nope.gguf"))
     with pytest.raises(ConfigError, match="LanguageModel.EmbeddedModel"):
-        wiring.make_language_model(missing)
+        answering.load_language_model(LanguageModelSlice.of(missing))
 
 
 def test_cancelling_the_watch_always_ends_it(ollama_server, tmp_path):
@@ -161,7 +162,7 @@ def test_cancelling_the_watch_always_ends_it(ollama_server, tmp_path):
     that lands as a check completes once went unnoticed (Python 3.11's asyncio.wait_for returns
     the finished result instead) and the watch ran on forever: shutdown, and this suite, hung."""
     settings = settings_for(ollama_server.url, tmp_path)
-    llm = AutoLanguageModel(wiring.make_ollama(settings), lambda: None,  # type: ignore[arg-type,return-value]
+    llm = AutoLanguageModel(answering.make_ollama(LanguageModelSlice.of(settings)), lambda: None,  # type: ignore[arg-type,return-value]
                             ollama_hint="start Ollama", check_interval=0.0005, check_seconds=2)
     rng = random.Random(3)
 

@@ -10,8 +10,10 @@ import tokenizers
 
 from elara.config import load_settings
 from elara.errors import ModelNotFoundError
-from elara.service.runtime import read_again, stop_reader
-from elara.voice.engines import transcriber as load_whisper
+from elara.service.engines import load_second_check
+from elara.service.engines import transcriber as load_whisper
+from elara.service.listening import read_again, stop_reader
+from elara.service.slices import SecondCheckSlice, SpeechToTextSlice
 from elara.voice.models import resolve_whisper
 from elara.voice.stt import Transcriber, Transcript, complete_merges, normalize_text, phantom_reason
 from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, read_again_wanted
@@ -104,7 +106,7 @@ def test_an_initial_prompt_still_hears_the_question(transcriber):
 
 def test_words_the_judgment_doubts_are_read_right_with_a_wider_beam(transcriber):
     """Beam 1 mishears this voice's "Cancel the timer." ("Kental Nutaimo"), and the end-of-turn
-    judgment doubts it; the same model read again with beam 5 (`runtime.read_again`) hears it."""
+    judgment doubts it; the same model read again with beam 5 (`listening.read_again`) hears it."""
     said, keys = espeak_speech("Cancel the timer.", voice="en-us+f3", speed=180), {"cancel", "timer"}
     audio = concat(silence(0.3), said, silence(0.08))  # as the loop cuts it at the first silent frame
     first = transcriber.transcribe(audio)
@@ -123,8 +125,6 @@ def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(tran
     tighten my bottom, be leaders." at beam 1 and 5; Whisper base (`WakeWord.ConfirmSecondModel`,
     `SpeechToText.ReadAgainBySecondModel`), the loaded wake check's model, reads it right, and
     surer of it than tiny.en was of its reading, so the loop takes base's reading."""
-    from elara.voice.engines import load_second_check
-
     settings = load_settings(env={})
     said = espeak_speech("Set a timer for ten minutes.", voice="en-029", speed=140)
     audio = with_noise(concat(silence(0.3), said, silence(0.08)), 10, color="pink", seed=0)
@@ -135,7 +135,7 @@ def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(tran
     assert read_again_wanted(judged, first.avg_logprob) and not keys <= words(first.text), first
     wider = read_again(transcriber, 5)
     assert wider is not None and not keys <= words(wider.again.transcribe(audio).text)
-    second = load_second_check(settings)
+    second = load_second_check(SecondCheckSlice.of(settings))
     assert second is not None and settings.speech_to_text.read_again_by_second_model
     again = read_again(transcriber, 5, second)
     assert again is not None and again.again._model is second._model and again.again.beam_size == 5
@@ -154,12 +154,10 @@ def test_the_reading_that_stands_may_be_any_words_the_beam_ended_with(transcribe
     """en-us+f3's "Cancel the timer.": tiny.en reads "Kental Nutaimo" and Whisper base's best
     reading is "Console the title"; "Cancel the timer", another of the five readings base's beam
     ended with, is the one both models find likeliest, so it stands."""
-    from elara.voice.engines import load_second_check
-
     audio = concat(silence(0.3), espeak_speech("Cancel the timer.", voice="en-us+f3", speed=180), silence(0.08))
     keys = {"cancel", "timer"}
     first = transcriber.transcribe(audio)
-    again = read_again(transcriber, 5, load_second_check(load_settings(env={})))
+    again = read_again(transcriber, 5, load_second_check(SecondCheckSlice.of(load_settings(env={}))))
     assert again is not None
     hearing = again.again.hear(audio, [first.text])
     best = hearing.readings[0]
@@ -181,7 +179,7 @@ def test_noise_suppression_hears_words_the_hiss_hid(transcriber):
     """White noise at 10 dB SNR turns Piper's "…snow in Chicago…" into "…snow into cargo…" for
     tiny.en; through WebRTC noise suppression (`SpeechToText.NoiseSuppression` 2) the words come
     through, and a second reading cleans the audio the same way."""
-    stt = dataclasses.replace(load_settings(env={}).speech_to_text, noise_suppression=2)
+    stt = dataclasses.replace(SpeechToTextSlice.of(load_settings(env={})), noise_suppression=2)
     shipped = load_whisper(resolve_whisper("tiny.en"), stt)
     said = piper_speech("Is it going to snow in Chicago this weekend?")
     audio = with_noise(concat(silence(0.3), said, silence(0.3)), 10, color="white", seed=2)

@@ -43,6 +43,25 @@ def test_transcribe_rejects_silence_and_bad_files(env, tmp_path):
     assert bad.returncode == 1 and "is not a PCM WAV file" in bad.stderr
 
 
+def test_transcribe_reads_doubtful_words_again_as_the_daemon_does(env, tmp_path):
+    """en-029's "Set a timer for ten minutes." in pink noise: tiny.en alone reads "So to tighten my
+    bottom, be leaders."; judged as at the end of a turn the words are doubtful, so Whisper base
+    (`WakeWord.ConfirmSecondModel`, `SpeechToText.ReadAgainBySecondModel`) reads them again, as the
+    daemon would, and its reading stands."""
+    from tests.rig import voice_clips
+
+    said = voice_clips.espeak_speech("Set a timer for ten minutes.", voice="en-029", speed=140)
+    clip = voice_clips.with_noise(voice_clips.concat(voice_clips.silence(0.3), said, voice_clips.silence(0.6)),
+                                  10, color="pink", seed=0)
+    wav = voice_clips.write_wav(tmp_path / "noisy.wav", clip)
+    heard = elara(env, "-v", "transcribe", str(wav))
+    assert heard.returncode == 0, heard.stderr
+    assert "read the doubted words again: changed" in heard.stderr
+    assert heard.stdout.count("\n") == 1 and {"timer", "minutes"} <= set(heard.stdout.lower().strip(".\n").split())
+    alone = elara({**env, "ELARA__SpeechToText__ReadAgainBySecondModel": "false"}, "transcribe", str(wav))
+    assert alone.returncode == 0 and "timer" not in alone.stdout.lower()  # tiny.en, even at a wider beam
+
+
 def test_fsm_text_and_dot(env):
     text = elara(env, "fsm")
     assert text.returncode == 0

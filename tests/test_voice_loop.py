@@ -13,7 +13,8 @@ from elara.audio.playback import Speaker
 from elara.config import load_settings
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
-from elara.service.wiring import make_language_model, make_orchestrator
+from elara.service.answering import load_language_model, make_orchestrator
+from elara.service.slices import LanguageModelSlice
 from elara.voice import dialogue as d
 from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop
@@ -44,7 +45,7 @@ def loop_parts(sound_card, ollama_server, tmp_path, hey_jarvis_path, transcriber
             speaker = Speaker(None)
             clock = FrameClock()
             speech = SpeechSink(synthesizer, speaker, first_chunk_words=6, monotonic=clock)
-            orchestrator = make_orchestrator(settings, store, make_language_model(settings), speech)
+            orchestrator = make_orchestrator(settings, store, load_language_model(LanguageModelSlice.of(settings)), speech)
             parts = VoiceParts(
                 dialogue=d.Dialogue(mode, FOLLOW_UP, barge_in=barge_in),
                 wake=WakeWordDetector([hey_jarvis_path]), vad=SileroVad(), vad_threshold=0.5,

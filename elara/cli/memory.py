@@ -7,7 +7,7 @@ import sys
 
 from elara.errors import DaemonNotRunning
 from elara.memory.facts import FactBook
-from elara.service import wiring
+from elara.service import answering
 from elara.service.paths import status_socket
 from elara.service.status import query_status
 from elara.settings import Settings
@@ -33,7 +33,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def open_book(settings: Settings) -> FactBook:
     """The fact book over the configured store, loaded."""
-    book = FactBook(wiring.open_store(settings, create_key=False), max_facts=settings.memory.max_facts)
+    book = FactBook(answering.open_store(settings, create_key=False), max_facts=settings.memory.max_facts)
     book.load()
     return book
 

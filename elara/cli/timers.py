@@ -8,7 +8,7 @@ from datetime import datetime
 
 from elara.conversation.prompts import utc_now
 from elara.errors import DaemonNotRunning
-from elara.service import wiring
+from elara.service import answering
 from elara.service.paths import status_socket
 from elara.service.status import query_status
 from elara.settings import Settings
@@ -33,7 +33,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def open_book(settings: Settings) -> TimerBook:
     """The timers in the configured store, loaded."""
-    book = TimerBook(wiring.open_store(settings, create_key=False))
+    book = TimerBook(answering.open_store(settings, create_key=False))
     book.load()
     return book
 

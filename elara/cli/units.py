@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(problem)
             return 1 if problems else 0
         from elara.config import load_settings
-        from elara.service.wiring import store_root
+        from elara.service.answering import store_root
 
         config = args.config
         if config is None and args.unit is not None and args.unit.is_file():

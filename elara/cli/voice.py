@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from elara.settings import Settings
+
+if TYPE_CHECKING:  # loaded by the commands that use them
+    from elara.service.listening import QuestionReading
+    from elara.service.slices import SecondCheckSlice
+    from elara.voice.stt import Transcriber
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -38,18 +45,20 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _say(args: argparse.Namespace, settings: Settings) -> int:
     from elara.audio.wav import write_wav
-    from elara.voice.engines import load_synthesizer
+    from elara.service.engines import load_text_to_speech
+    from elara.service.slices import TextToSpeechSlice
 
-    clip = load_synthesizer(settings).synthesize(" ".join(args.text))
+    clip = load_text_to_speech(TextToSpeechSlice.of(settings)).synthesize(" ".join(args.text))
     if args.out is not None:
         write_wav(args.out, clip)
         print(f"wrote {clip.duration:.2f} s to {args.out}")
         return 0
 
     async def play() -> None:
-        from elara.audio.playback import Speaker
+        from elara.service.build import open_speaker
+        from elara.service.slices import SpeakerSlice
 
-        speaker = Speaker(settings.audio.output_device, latency=settings.audio.output_latency_ms / 1000)
+        speaker = open_speaker(SpeakerSlice.of(settings))
         try:
             await speaker.play(clip)
         finally:
@@ -60,17 +69,18 @@ def _say(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
+    """The words heard in a WAV file, read as the daemon reads a question: the configured engine
+    and noise suppression, the phantom filter, and doubtful words read again as at the end of a
+    turn (`listening.read_recording`)."""
     from elara.audio.frames import SAMPLE_RATE
     from elara.audio.streams import resample
     from elara.audio.wav import read_wav
-    from elara.voice.engines import load_transcriber
-    from elara.voice.stt import phantom_reason
+    from elara.service.listening import read_recording
 
     clip = read_wav(args.file)
-    transcriber = load_transcriber(settings)
-    transcript = transcriber.transcribe(resample(clip.samples, clip.sample_rate, SAMPLE_RATE))
-    reason = phantom_reason(transcript,
-                            no_speech_threshold=settings.speech_to_text.no_speech_threshold)
+    reading = _question_reading(settings)
+    transcript = read_recording(reading, resample(clip.samples, clip.sample_rate, SAMPLE_RATE))
+    reason = reading.phantom_reason(transcript)
     if reason is not None:
         print(f"elara: no speech heard in {args.file} ({reason})", file=sys.stderr)
         return 1
@@ -78,11 +88,39 @@ def _transcribe(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _question_reading(settings: Settings) -> QuestionReading:
+    """The daemon's reading of a question, its engines loaded side by side from their slices: the
+    wake word for its phrases only, the second Whisper model the first time words are doubted."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    from elara.service.engines import load_speech_to_text, load_wake_word, second_check_model
+    from elara.service.listening import question_reading, wake_phrases
+    from elara.service.slices import SecondCheckSlice, SpeechToTextSlice, WakeWordSlice
+
+    names_only = dataclasses.replace(settings.wake_word, verifiers=(), shorten_pauses=False)
+    with ThreadPoolExecutor(1) as pool:
+        wake = pool.submit(load_wake_word, WakeWordSlice(names_only))
+        transcriber = load_speech_to_text(SpeechToTextSlice.of(settings))
+        phrases = wake_phrases(wake.result())
+    second = SecondCheckSlice.of(settings)
+    return question_reading(settings, transcriber, phrases,
+                            second=functools.partial(_load_second, second) if second_check_model(second) else None)
+
+
+def _load_second(s: SecondCheckSlice) -> Transcriber:
+    from elara.service.engines import load_second_check
+
+    second = load_second_check(s)
+    assert second is not None, "second_check_model named it"
+    return second
+
+
 def _models(args: argparse.Namespace, settings: Settings) -> int:
     from elara.errors import ElaraError
+    from elara.service.engines import check_loads
     from elara.service.paths import default_models_dirs
     from elara.voice import models
-    from elara.voice.engines import check_loads
 
     dirs = default_models_dirs()
     selected = set()
@@ -104,7 +142,7 @@ def _models(args: argparse.Namespace, settings: Settings) -> int:
             status, failures = f"✗ {exc}", failures + 1
         print(f"{mark} {record.config_key:<20} {record.name:<18} {status}  ({record.source}: {record.path})")
     print("* = selected by the configuration")
-    from elara.voice.engines import remote_engines
+    from elara.service.engines import remote_engines
     from elara.voice.remote import describe_info
 
     for section, values, client in remote_engines(settings):

@@ -35,12 +35,13 @@ class DeviceRecorder:
     """Prompts through the configured voice and speaker, records from the configured microphone."""
 
     def __init__(self, settings: Settings) -> None:
-        from elara.audio.playback import Speaker
-        from elara.voice.engines import load_synthesizer
+        from elara.service.build import open_speaker
+        from elara.service.engines import load_text_to_speech
+        from elara.service.slices import MicrophoneSlice, SpeakerSlice, TextToSpeechSlice
 
-        self._settings = settings
-        self._voice = load_synthesizer(settings)
-        self._speaker = Speaker(settings.audio.output_device, latency=settings.audio.output_latency_ms / 1000)
+        self._microphone = MicrophoneSlice.of(settings)
+        self._voice = load_text_to_speech(TextToSpeechSlice.of(settings))
+        self._speaker = open_speaker(SpeakerSlice.of(settings))
 
     async def say(self, text: str) -> None:
         """Print and speak one prompt."""
@@ -50,18 +51,21 @@ class DeviceRecorder:
 
     async def record(self, seconds: float) -> np.ndarray:
         """Open the microphone, keep `seconds` of it, close it (so no prompt is ever recorded)."""
-        from elara.audio.capture import Microphone
+        from elara.service.build import open_microphone
 
         wanted = int(seconds * SAMPLE_RATE)
         kept: list[np.ndarray] = []
         count = 0
-        async with Microphone(self._settings.audio.input_device) as microphone:
+        microphone = await open_microphone(self._microphone)
+        try:
             print("(recording)", flush=True)
             async for frame in microphone.frames():
                 kept.append(frame.samples)
                 count += len(frame.samples)
                 if count >= wanted:
                     break
+        finally:
+            await microphone.stop()
         return np.concatenate(kept)[:wanted]
 
     async def close(self) -> None:
@@ -109,14 +113,15 @@ class FileRecorder:
 
 def _enroll(args: argparse.Namespace, settings: Settings) -> int:
     from elara.config import DEFAULT_FILE
+    from elara.service.engines import load_wake_word
     from elara.service.paths import config_home
-    from elara.voice.engines import load_wake
+    from elara.service.slices import WakeWordSlice
     from elara.voice.enroll import Enrollment, add_verifier_to_config, enroll
 
     if args.takes < 1:
         print("elara: --takes must be at least 1", file=sys.stderr)
         return 2
-    detector = load_wake(settings, verifiers=False)
+    detector = load_wake_word(WakeWordSlice.of(settings).without_verifiers())
     wake_word = args.wake_word or detector.names[0]
     if wake_word not in detector.names:
         print(f"elara: {wake_word!r} is not one of WakeWord.Models ({', '.join(detector.names)})", file=sys.stderr)
@@ -155,10 +160,11 @@ def _enroll(args: argparse.Namespace, settings: Settings) -> int:
 def _near_misses(settings: Settings) -> list[np.ndarray]:
     """The near misses of the wake phrase in Elara's own voice, padded with silence as a take is."""
     from elara.audio.streams import resample
-    from elara.voice.engines import load_synthesizer
+    from elara.service.engines import load_text_to_speech
+    from elara.service.slices import TextToSpeechSlice
     from elara.voice.enroll import NEAR_MISSES
 
-    voice = load_synthesizer(settings)
+    voice = load_text_to_speech(TextToSpeechSlice.of(settings))
     pad = np.zeros(SAMPLE_RATE // 2, dtype=np.int16)
     clips = [voice.synthesize(text) for text in NEAR_MISSES]
     return [np.concatenate([pad, resample(c.samples, c.sample_rate, SAMPLE_RATE), pad]) for c in clips]

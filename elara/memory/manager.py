@@ -26,21 +26,35 @@ from elara.memory.summaries import (
     maybe_summarize,
 )
 from elara.memory.worker import Job, MemoryWorker
-from elara.settings import Settings
+from elara.settings import ContextSettings, MemorySettings
 
 log = logging.getLogger(__name__)
+
+
+class MemoryConfig(Protocol):
+    """What Memory reads of the settings (`Settings`, or the build layer's slice of it)."""
+
+    @property
+    def memory(self) -> MemorySettings:
+        """The `Memory` section."""
+
+    @property
+    def context(self) -> ContextSettings:
+        """The `Context` section: the history's budget and retention."""
 
 
 class MemoryModel(Embedder, CompletingModel, JsonLanguageModel, Protocol):
     """What memory asks of the language model: vectors, summaries, facts as JSON, and its name."""
 
-    model: str
+    @property
+    def model(self) -> str:
+        """The model's name."""
 
 
 class Memory:
     """What Elara remembers beyond the last few turns, and the work that keeps it up to date."""
 
-    def __init__(self, settings: Settings, store: ConversationStore, llm: MemoryModel, *,
+    def __init__(self, settings: MemoryConfig, store: ConversationStore, llm: MemoryModel, *,
                  clock: Callable[[], datetime] | None = None) -> None:
         """Memory over `store` using `llm` (a new model means a new Memory); clock gives UTC now
         for new records and retention (the system clock when None)."""

@@ -1,6 +1,6 @@
 """`elara run`: builds the runtime, runs the voice loop until SIGTERM or SIGINT, reloads the
 configuration on SIGHUP, tells systemd how it is doing. It owns the lifecycle only; every part is
-built in `elara.service.runtime`."""
+built in `elara.service.build`."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from elara.brain.providers import AutoLanguageModel, Provider
 from elara.config import load_settings_with_sources
 from elara.conversation.prompts import utc_now
 from elara.errors import ElaraError
-from elara.service import runtime, wiring
+from elara.service.answering import open_store
+from elara.service.build import Runtime, build, close_replaced
 from elara.service.logs import configure as configure_logging
 from elara.service.notify import SystemdNotifier
 from elara.service.paths import status_socket
-from elara.service.runtime import Runtime
 from elara.service.status import StatusServer
 from elara.settings import Settings
 from elara.skills.announcements import STARTUP, Announcement
@@ -82,9 +82,9 @@ class Daemon:
 
     async def run(self) -> int:
         """Start everything, run until asked to stop, shut down cleanly; returns the exit status."""
-        store = wiring.open_store(self.settings)  # a wrong key stops start-up before anything loads
+        store = open_store(self.settings)  # a wrong key stops start-up before anything loads
         self.notifier.status("loading models")
-        rt = self.runtime = await runtime.build(self.settings, store, clock=self.clock)
+        rt = self.runtime = await build(self.settings, store, clock=self.clock)
         shown = rt.models()
         log.info("models loaded: wake word %s, speech-to-text %s (%.1f s), voice %s (%.1f s)",
                  ", ".join(rt.wake.names), shown["speech_to_text"], rt.transcriber.load_seconds,
@@ -126,7 +126,7 @@ class Daemon:
                 await room_loop.shutdown()
             await self.runtime.alarms.settle()
             await status.stop()
-            await runtime.close_replaced(self.runtime, None)
+            await close_replaced(self.runtime, None)
             self.notifier.close()
         if not runner.cancelled() and runner.exception() is not None:
             raise runner.exception()  # type: ignore[misc]
@@ -218,7 +218,7 @@ class Daemon:
         old = self.runtime
         try:
             new_settings, sources = await asyncio.to_thread(load_settings_with_sources, self.config_path)
-            new = await runtime.build(new_settings, old.store, previous=old, clock=self.clock)
+            new = await build(new_settings, old.store, previous=old, clock=self.clock)
         except ElaraError as exc:
             self.counters.rejected_reloads += 1
             log.error("configuration reload rejected, keeping the running configuration: %s", exc)
@@ -230,13 +230,13 @@ class Daemon:
                 if room.name in self.room_loops:
                     await self.room_loops[room.name].swap(room.voice)
         except asyncio.CancelledError:  # stopping before the loop was idle: never used
-            await runtime.close_replaced(new, old)
+            await close_replaced(new, old)
             raise
         configure_logging(new_settings.logging.level)
         self.settings = new_settings
         self._config_files = tuple(str(p) for p in sources.files)
         self._activate(new)
-        await runtime.close_replaced(old, new)
+        await close_replaced(old, new)
         if new.microphone is not old.microphone and new.microphone.device is not None:
             log.info("now listening on %s", new.microphone.device.label())
         await new.memory.reload()  # `elara memory forget` from another process meanwhile

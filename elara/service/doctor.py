@@ -222,7 +222,7 @@ def resolve_models(settings: Settings) -> list[Any]:
 
 def check_model(record: Any, load: Callable[[Any], float] | None = None) -> Check:
     """Load one resolved model for real (`engines.check_loads`) and say how long it took."""
-    from elara.voice.engines import check_loads
+    from elara.service.engines import check_loads
 
     load = load or check_loads
     name = model_check_name(record)
@@ -255,18 +255,32 @@ def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
 
 
 def check_listening(settings: Settings) -> Check:
-    """The wake word and Whisper load as configured (thresholds, gate, verifiers, beam, language)."""
-    from elara.service.runtime import read_again
-    from elara.voice.engines import load_second_check, load_transcriber, load_wake, verifier_paths
+    """The wake word and Whisper load as the daemon builds them (thresholds, gate, verifiers,
+    beam, language, the second model), and the echo canceller it would run."""
+    from elara.service.engines import load_second_check, load_wake_word, load_whisper
+    from elara.service.listening import question_reading, wake_phrases
+    from elara.service.slices import SecondCheckSlice, SpeechToTextSlice, WakeWordSlice
 
-    wake = settings.wake_word
     try:
-        detector = load_wake(settings)
-        transcriber = load_transcriber(settings)
-        second = load_second_check(settings)
+        detector = load_wake_word(WakeWordSlice.of(settings))
+        transcriber = load_whisper(SpeechToTextSlice.of(settings))
+        second = load_second_check(SecondCheckSlice.of(settings))
     except ElaraError as exc:
         return failed(LISTENING, str(exc), "fix the WakeWord or SpeechToText setting the message names "
                       "(`elara config check`), or enroll again with `elara wake enroll`")
+    again = question_reading(settings, transcriber, wake_phrases(detector), second=second).read_again
+    detail = _wake_detail(settings, detector, second) + _whisper_detail(settings, transcriber, again)
+    echo = _echo_detail(settings)
+    if isinstance(echo, Check):
+        return echo
+    return passed(LISTENING, detail + echo)
+
+
+def _wake_detail(settings: Settings, detector: Any, second: Any) -> str:
+    """How the wake word listens: models, threshold, gate, verifiers, the Whisper check."""
+    from elara.service.engines import verifier_paths
+
+    wake = settings.wake_word
     gate = f", Silero gate {wake.vad_threshold:g}" if wake.vad_threshold > 0 else ""
     gate += ", pauses inside speech shortened" if detector.shortens_pauses else ""
     detail = (f"{', '.join(detector.names)} at threshold {wake.threshold:g} × {wake.trigger_level} "
@@ -281,43 +295,51 @@ def check_listening(settings: Settings) -> Check:
                    + (f", those from {wake.threshold:g} too" if wake.confirm_confident else "")
                    + (f", Whisper {wake.confirm_second_model} reading again what it turns down"
                       if second is not None else "") + "; ")
+    return detail
+
+
+def _whisper_detail(settings: Settings, transcriber: Any, again: Any) -> str:
+    """How a question is read: the model, language, beam, the second reading, noise suppression."""
     stt = settings.speech_to_text
-    by_second = second if stt.read_again_by_second_model else None
-    again = read_again(transcriber, stt.read_again_beam_size, by_second)
-    reader = f"by Whisper {wake.confirm_second_model} " if again is not None and by_second is not None else ""
-    detail += (f"Whisper {stt.model}, language {transcriber.language}, beam {transcriber.beam_size}"
-               + (f" (doubtful words read again {reader}with beam {again.again.beam_size}, the likeliest reading kept)"
-                  if again is not None else "")
-               + (f", WebRTC noise suppression {settings.speech_to_text.noise_suppression}"
-                  if transcriber.clean is not None else "")
-               + "; ")
+    by_second = again is not None and again.again.model_dir != transcriber.model_dir
+    reader = f"by Whisper {settings.wake_word.confirm_second_model} " if by_second else ""
+    return (f"Whisper {stt.model}, language {transcriber.language}, beam {transcriber.beam_size}"
+            + (f" (doubtful words read again {reader}with beam {again.again.beam_size}, the likeliest reading kept)"
+               if again is not None else "")
+            + (f", WebRTC noise suppression {stt.noise_suppression}" if transcriber.clean is not None else "")
+            + "; ")
+
+
+def _echo_detail(settings: Settings) -> str | Check:
+    """Echo cancelling and barge-in as configured; a failed check when the canceller does not load."""
+    from elara.service.build import load_canceller
+    from elara.service.slices import EchoSlice
+    from elara.voice.echo import CANCELLER_NEEDS
+
     audio = settings.audio
     if audio.echo_cancellation:
-        from elara.voice.echo import CANCELLER_NEEDS, make_canceller
-
         try:
-            make_canceller(audio.echo_canceller)
+            load_canceller(EchoSlice.of(settings))
         except (ImportError, OSError) as exc:
             return failed(LISTENING, f"echo cancellation is on but the {audio.echo_canceller} canceller "
                           f"(Audio.EchoCanceller) does not load: {exc}",
                           f"run scripts/setup (it installs {CANCELLER_NEEDS[audio.echo_canceller]}), "
                           "set Audio.EchoCanceller to the other one, or set Audio.EchoCancellation "
                           "to false")
-        detail += f"echo cancellation {audio.echo_canceller}"
+        detail = f"echo cancellation {audio.echo_canceller}"
         if audio.stop_without_wake_word:
             detail += ", \"stop\" heard without the wake word"
     else:
-        detail += "echo cancellation off (Audio.EchoCancellation): the wake word is muted while Elara speaks"
+        detail = "echo cancellation off (Audio.EchoCancellation): the wake word is muted while Elara speaks"
     barge_in = audio.echo_cancellation if audio.barge_in is None else audio.barge_in
-    detail += f", barge-in {'on' if barge_in else 'off'}"
-    return passed(LISTENING, detail)
+    return detail + f", barge-in {'on' if barge_in else 'off'}"
 
 
 def check_speech_services(settings: Settings) -> list[Check]:
     """Each engine set to a Wyoming service answers `describe`, and says what it runs."""
     import time
 
-    from elara.voice.engines import remote_engines
+    from elara.service.engines import remote_engines
     from elara.voice.remote import describe_info
 
     checks = []
@@ -447,7 +469,7 @@ def check_embedded_model(settings: Settings, why: str) -> Check:
 def check_encryption_key(settings: Settings) -> Check:
     """Where the history's key comes from (elara.service.keys, generating nothing); the published default
     passphrase fails, with the fix."""
-    from elara.service import keys, wiring
+    from elara.service import answering, keys
 
     try:
         key = keys.resolve(settings)
@@ -463,7 +485,7 @@ def check_encryption_key(settings: Settings) -> Check:
            "read, or ELARA__Context__EncryptionKey), or Context.EncryptionKeyFile, or a systemd "
            "credential `elara-key`")
     try:
-        history = keys.holds_messages(wiring.store_root(settings))
+        history = keys.holds_messages(answering.store_root(settings))
     except ConfigError:
         history = True
     if history:
@@ -495,9 +517,9 @@ def check_store(settings: Settings) -> list[Check]:
 
     Reads only: a store directory that does not exist yet is fine and is not created.
     """
-    from elara.service import wiring
+    from elara.service import answering
 
-    root = wiring.store_root(settings)
+    root = answering.store_root(settings)
     if not os.path.lexists(root):
         return [passed(HISTORY, f"no history yet ({root} does not exist; Elara creates it on first use)")]
     if not root.is_dir():

@@ -126,7 +126,7 @@ def config_from_unit(unit_text: str) -> Path | None:
 def extra_writable(settings) -> list[Path]:
     """Directories the service must be able to write besides its CacheDirectory=: the history's
     directory when Context.StorageRoot names one (null = below the cache directory)."""
-    from elara.service.wiring import store_root  # imports the conversation stack; only when asked
+    from elara.service.answering import store_root  # imports the conversation stack; only when asked
 
     if not settings.context.storage_root:
         return []

@@ -1,7 +1,7 @@
 """Model resolution: a config value (a built-in name or a path) → a ModelRecord naming a file on disk.
 
 Resolution only: nothing here imports an engine or its library (faster-whisper, Piper, ONNX
-Runtime, openWakeWord) or loads a model; `elara.voice.engines` loads the records resolved here.
+Runtime, openWakeWord) or loads a model; `elara.service.engines` loads the records resolved here.
 Nothing here downloads anything either. Built-in models come from installed Python packages:
 
 | kind | config key | built-in names | package |

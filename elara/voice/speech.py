@@ -24,7 +24,9 @@ _CLAUSE = re.compile(r"[,;:—–]\s")
 class Synthesizer(Protocol):
     """Text in, audio out (Piper); blocking."""
 
-    sample_rate: int
+    @property
+    def sample_rate(self) -> int:
+        """The rate of the clips it speaks."""
 
     def synthesize(self, text: str) -> AudioClip:
         """The spoken text."""

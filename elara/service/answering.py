@@ -1,4 +1,6 @@
-"""Builds the conversation parts from Settings; the command line and the daemon share it."""
+"""The answering side, built from settings: the store, the language model and memory (each from
+its slice), and the cheap parts over them — prompt builder, renderer, context monitor, local
+commands and the orchestrator. The daemon and the commands share it."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from elara.conversation.render import OllamaChatRenderer, PromptRenderer, Transc
 from elara.conversation.store import ConversationStore
 from elara.service import keys
 from elara.service.paths import default_store_root
+from elara.service.slices import LanguageModelSlice, MemorySlice
 from elara.settings import Settings
 
 if TYPE_CHECKING:  # the command line imports this module; the model clients load when used
@@ -29,18 +32,16 @@ if TYPE_CHECKING:  # the command line imports this module; the model clients loa
     from elara.skills.commands import LocalCommands
     from elara.skills.timers import TimerBook
 
+log = logging.getLogger(__name__)
+
+#: Ollama's context window when LanguageModel.Options sets no num_ctx
+DEFAULT_NUM_CTX = 4096
+
 
 def store_root(settings: Settings) -> Path:
     """`Context.StorageRoot`, or `<cache root>/Conversation` when it is null."""
     configured = settings.context.storage_root
     return Path(configured).expanduser() if configured else default_store_root()
-
-
-log = logging.getLogger(__name__)
-
-CREDENTIAL_NAME = keys.CREDENTIAL_NAME
-#: Ollama's context window when LanguageModel.Options sets no num_ctx
-DEFAULT_NUM_CTX = 4096
 
 
 def encryption_passphrase(settings: Settings, env: Mapping[str, str] | None = None) -> str:
@@ -60,34 +61,51 @@ def open_store(settings: Settings, *, create_key: bool = True) -> ConversationSt
     return ConversationStore(root, key.passphrase)
 
 
-def make_ollama(settings: Settings) -> OllamaLanguageModel:
+# ---------------------------------------------------------------------------------------------
+# the language model and memory, each from its slice
+
+
+def make_ollama(s: LanguageModelSlice) -> OllamaLanguageModel:
     """The Ollama adapter over the official async client, with the configured timeout."""
     from elara.brain.ollama import OllamaLanguageModel, make_client
 
-    lm = settings.language_model
-    preset = personalities.resolve(lm.personality, settings.personalities)
+    lm = s.language_model
+    preset = personalities.resolve(lm.personality, s.personalities)
     return OllamaLanguageModel(
         make_client(lm.host, lm.timeout_seconds), model=lm.model, host=lm.host,
         keep_alive=lm.keep_alive, options=personalities.model_options(preset, lm.options),
         timeout_seconds=lm.timeout_seconds)
 
 
-def make_language_model(settings: Settings) -> Provider:
+def load_language_model(s: LanguageModelSlice) -> Provider:
     """The model `LanguageModel.Provider` names: Ollama, the embedded model, or (`auto`) Ollama
     with the embedded model to fall back on. Blocking for `embedded` (it loads the model): call it
     in a worker thread. ConfigError when the embedded model file is unusable."""
     from elara.brain import embedded
     from elara.brain.providers import EMBEDDED, OLLAMA, AutoLanguageModel
 
-    lm = settings.language_model
+    lm = s.language_model
     if lm.provider == OLLAMA:
-        return make_ollama(settings)
+        return make_ollama(s)
     if lm.provider == EMBEDDED:
-        return embedded.load_embedded(settings)
+        return embedded.load_embedded(s)
     embedded.resolve_embedded_model(lm.embedded_model)  # a bad path is a config error now, not later
     return AutoLanguageModel(
-        make_ollama(settings), functools.partial(embedded.load_embedded, settings),
+        make_ollama(s), functools.partial(embedded.load_embedded, s),
         ollama_hint=f"start Ollama (`ollama serve`) and run `ollama pull {lm.model}`")
+
+
+async def open_memory(s: MemorySlice, store: ConversationStore, llm: Provider) -> Memory:
+    """Memory over `store`, asking `llm`, with what it knows read from the store."""
+    from elara.memory.manager import Memory
+
+    memory = Memory(s, store, llm)
+    await memory.load()
+    return memory
+
+
+# ---------------------------------------------------------------------------------------------
+# the cheap parts, built anew each time
 
 
 def make_renderer(settings: Settings) -> PromptRenderer:

@@ -1,9 +1,10 @@
-"""Engine loading: resolved models → loaded wake word, Whisper, Piper and Silero engines.
+"""The speech engines, each loaded by one factory from its slice: the wake word, voice activity,
+Whisper (and the second Whisper model), Piper, and the Wyoming services that may stand in for
+Whisper and Piper; and the load check `elara models` and the doctor run on each model file.
 
-`elara.voice.models` turns config values into ModelRecords without importing any engine; this
-module builds the engines from those records (each engine imports its library — openWakeWord,
-faster-whisper, Piper, ONNX Runtime — when constructed). Loading blocks for seconds: call it from
-a worker thread in the daemon.
+`elara.voice.models` turns config values into ModelRecords without importing any engine; each
+engine imports its library (openWakeWord, faster-whisper, Piper, ONNX Runtime) when constructed.
+Loading blocks for seconds: the daemon calls these from a worker thread.
 """
 
 from __future__ import annotations
@@ -12,13 +13,20 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from elara.audio.frames import FRAME_SAMPLES, AudioFrame
 from elara.errors import ConfigError, ElaraError, ModelLoadError, ModelNotFoundError, SpeechServiceError
 from elara.service.paths import config_home, default_models_dirs
+from elara.service.slices import (
+    SecondCheckSlice,
+    SpeechToTextSlice,
+    TextToSpeechSlice,
+    VadSlice,
+    WakeWordSlice,
+)
 from elara.settings import (
     Settings,
     SpeechToTextSettings,
@@ -40,19 +48,20 @@ from elara.voice.remote import (
 )
 from elara.voice.stt import Transcriber
 from elara.voice.tts import PiperSynthesizer
-from elara.voice.vad import SileroVad
+from elara.voice.vad import SileroVad, VoiceActivity, create_vad
 from elara.voice.verifier import WakeVerifier
 from elara.voice.wake import WakeWordDetector
 
 log = logging.getLogger(__name__)
 
+S = TypeVar("S")
 T = TypeVar("T")
 
 #: The setting that names the wake check's second model (its errors name it).
 SECOND_CHECK_KEY = "WakeWord.ConfirmSecondModel"
 
 # ---------------------------------------------------------------------------------------------
-# from records
+# from resolved model files
 
 
 def wake_detector(records: Sequence[ModelRecord], wake: WakeWordSettings | None = None,
@@ -74,8 +83,8 @@ def verifier_paths(wake: WakeWordSettings) -> list[Path]:
     return [config_home() / Path(p).expanduser() for p in wake.verifiers]
 
 
-def transcriber(record: ModelRecord, stt: SpeechToTextSettings | None = None) -> Transcriber:
-    """A resolved Whisper model, loaded with the `stt` settings (the Transcriber's defaults without)."""
+def transcriber(record: ModelRecord, stt: SpeechToTextSlice | None = None) -> Transcriber:
+    """A resolved Whisper model, loaded as `stt` says (the Transcriber's defaults without)."""
     if stt is None:
         return Transcriber(record.path)
     clean = NoiseSuppressor(stt.noise_suppression) if stt.noise_suppression else None
@@ -84,13 +93,12 @@ def transcriber(record: ModelRecord, stt: SpeechToTextSettings | None = None) ->
                        clean=clean)
 
 
-def synthesizer(record: ModelRecord, tts: TextToSpeechSettings | None = None) -> PiperSynthesizer:
-    """A resolved Piper voice, loaded with the `tts` length scale (1.0 without)."""
+def synthesizer(record: ModelRecord, length_scale: float = 1.0) -> PiperSynthesizer:
+    """A resolved Piper voice, loaded at `length_scale`."""
     if record.config_path is None:
         raise ModelNotFoundError(
             f"{record.config_key}: the Piper voice {record.path} has no config; put its "
             f"{record.path.name}.json next to it")
-    length_scale = 1.0 if tts is None else tts.length_scale
     return PiperSynthesizer(record.path, record.config_path, length_scale=length_scale)
 
 
@@ -100,71 +108,78 @@ def silero_vad(record: ModelRecord) -> SileroVad:
 
 
 # ---------------------------------------------------------------------------------------------
-# from settings (what the daemon and the commands use)
+# each part's factory, from its slice
 
 
-def load_wake(settings: Settings, *, verifiers: bool = True) -> WakeWordDetector:
-    """The configured wake-word models, loaded, with their verifiers unless `verifiers` is False."""
-    records = models.resolve_wake_words(settings.wake_word.models, default_models_dirs())
-    loaded = [WakeVerifier.load(p) for p in verifier_paths(settings.wake_word)] if verifiers else []
-    return wake_detector(records, settings.wake_word, loaded)
+def load_wake_word(s: WakeWordSlice) -> WakeWordDetector:
+    """The configured wake-word models, loaded with their verifiers."""
+    records = models.resolve_wake_words(s.wake_word.models, default_models_dirs())
+    verifiers = [WakeVerifier.load(p) for p in verifier_paths(s.wake_word)]
+    return wake_detector(records, s.wake_word, verifiers)
 
 
-def load_transcriber(settings: Settings) -> Transcriber:
-    """The configured Whisper model, loaded."""
-    record = models.resolve_whisper(settings.speech_to_text.model, default_models_dirs())
-    return transcriber(record, settings.speech_to_text)
+def load_vad(s: VadSlice) -> VoiceActivity:
+    """The configured voice-activity detector."""
+    return create_vad(s.kind)
 
 
-def load_second_check(settings: Settings) -> Transcriber | None:
-    """The Whisper model that reads again a wake window the first check turned down
-    (`WakeWord.ConfirmSecondModel`), and a question's doubtful words with
-    `SpeechToText.ReadAgainBySecondModel`; or None: not set, nothing for it to read, or the same
-    model as `SpeechToText.Model`, which would only read it the same way again. Loaded for the
-    wake phrases, which are English (`runtime.read_again` tells it the questions' language)."""
-    wake, stt = settings.wake_word, settings.speech_to_text
-    name = (wake.confirm_second_model or "").strip()
-    # only a local Whisper's words are read again (`runtime.read_again`)
-    reads_questions = (stt.read_again_by_second_model and stt.read_again_beam_size > 0
-                       and parse_engine(stt.engine) is None)
-    if not name or (wake.confirm_from <= 0 and not reads_questions) or name == stt.model.strip():
-        return None
-    record = models.resolve_whisper(name, default_models_dirs(), key=SECOND_CHECK_KEY)
-    return Transcriber(record.path, language="en", beam_size=wake.confirm_beam_size,
-                       window_seconds=stt.window_seconds, no_speech_threshold=stt.no_speech_threshold)
+def load_whisper(s: SpeechToTextSlice) -> Transcriber:
+    """The configured local Whisper model, loaded (through its noise suppression, if set)."""
+    return transcriber(models.resolve_whisper(s.model, default_models_dirs()), s)
 
 
-def load_synthesizer(settings: Settings) -> PiperSynthesizer:
-    """The configured Piper voice, loaded."""
-    record = models.resolve_voice(settings.text_to_speech.voice, default_models_dirs())
-    return synthesizer(record, settings.text_to_speech)
-
-
-def load_speech_to_text(settings: Settings) -> Transcriber | FailoverTranscriber:
+def load_speech_to_text(s: SpeechToTextSlice) -> Transcriber | FailoverTranscriber:
     """The configured speech-to-text engine: local Whisper, or a Wyoming service with local
     Whisper standing by (`SpeechToText.FallbackToLocal`)."""
-    stt = settings.speech_to_text
-    client = service_client("SpeechToText", stt)
+    client = service_client("SpeechToText", s)
     if client is None:
-        return load_transcriber(settings)
-    local = _standby("SpeechToText", load_transcriber, settings) if stt.fallback_to_local else None
-    engine = FailoverTranscriber(WyomingTranscriber(client, language=stt.language), local, ServiceHealth(),
-                                 engine=stt.engine, service="speech-to-text")
+        return load_whisper(s)
+    local = _standby("SpeechToText", load_whisper, s) if s.fallback_to_local else None
+    engine = FailoverTranscriber(WyomingTranscriber(client, language=s.language), local, ServiceHealth(),
+                                 engine=s.engine, service="speech-to-text")
     engine.info = _describe(client, engine.health)
     return engine
 
 
-def load_text_to_speech(settings: Settings) -> PiperSynthesizer | FailoverSynthesizer:
+def second_check_model(s: SecondCheckSlice) -> str | None:
+    """The second Whisper model (`WakeWord.ConfirmSecondModel`): it reads again a wake window the
+    first check turned down, and a question's doubtful words with
+    `SpeechToText.ReadAgainBySecondModel`. None: not set, nothing for it to read, or the same
+    model as `SpeechToText.Model`, which would only read it the same way again."""
+    name = (s.model or "").strip()
+    # only a local Whisper's words are read again (`listening.read_again`)
+    reads_questions = s.reads_questions and s.read_again_beam_size > 0 and parse_engine(s.engine) is None
+    if not name or (s.confirm_from <= 0 and not reads_questions) or name == s.first_model.strip():
+        return None
+    return name
+
+
+def load_second_check(s: SecondCheckSlice) -> Transcriber | None:
+    """The second Whisper model (`second_check_model`) loaded, or None. Loaded for the wake
+    phrases, which are English (`listening.read_again` tells it the questions' language)."""
+    name = second_check_model(s)
+    if name is None:
+        return None
+    record = models.resolve_whisper(name, default_models_dirs(), key=SECOND_CHECK_KEY)
+    return Transcriber(record.path, language="en", beam_size=s.beam_size,
+                       window_seconds=s.window_seconds, no_speech_threshold=s.no_speech_threshold)
+
+
+def load_piper(s: TextToSpeechSlice) -> PiperSynthesizer:
+    """The configured local Piper voice, loaded."""
+    return synthesizer(models.resolve_voice(s.voice, default_models_dirs()), s.length_scale)
+
+
+def load_text_to_speech(s: TextToSpeechSlice) -> PiperSynthesizer | FailoverSynthesizer:
     """The configured text-to-speech engine: local Piper, or a Wyoming service with the local
     voice standing by (`TextToSpeech.FallbackToLocal`)."""
-    tts = settings.text_to_speech
-    client = service_client("TextToSpeech", tts)
+    client = service_client("TextToSpeech", s)
     if client is None:
-        return load_synthesizer(settings)
-    local = _standby("TextToSpeech", load_synthesizer, settings) if tts.fallback_to_local else None
-    remote = WyomingSynthesizer(client, voice=tts.remote_voice,
+        return load_piper(s)
+    local = _standby("TextToSpeech", load_piper, s) if s.fallback_to_local else None
+    remote = WyomingSynthesizer(client, voice=s.remote_voice,
                                 sample_rate=local.sample_rate if local is not None else 22_050)
-    engine = FailoverSynthesizer(remote, local, ServiceHealth(), engine=tts.engine, service="text-to-speech")
+    engine = FailoverSynthesizer(remote, local, ServiceHealth(), engine=s.engine, service="text-to-speech")
     engine.info = _describe(client, engine.health)
     if engine.info is not None:
         # wyoming-piper loads a voice on its first request (≈0.5 s): not on the first reply's time
@@ -178,10 +193,10 @@ def load_text_to_speech(settings: Settings) -> PiperSynthesizer | FailoverSynthe
     return engine
 
 
-def _standby(section: str, loader: Callable[[Settings], T], settings: Settings) -> T | None:
+def _standby(section: str, loader: Callable[[S], T], s: S) -> T | None:
     """The local engine that answers while the service is down, or None (logged) if it can't load."""
     try:
-        return loader(settings)
+        return loader(s)
     except ElaraError as exc:
         log.warning("%s.FallbackToLocal: the local engine does not load, so nothing answers while the "
                     "service is down: %s", section, exc)
@@ -203,11 +218,27 @@ def _describe(client: WyomingClient, health: ServiceHealth) -> str | None:
     return info
 
 
+# ---------------------------------------------------------------------------------------------
+# the Wyoming services
+
+
 #: The engine sections that can name a Wyoming service, and the service each is.
 SERVICES = {"SpeechToText": "speech-to-text", "TextToSpeech": "text-to-speech"}
 
 
-def service_client(section: str, values: SpeechToTextSettings | TextToSpeechSettings) -> WyomingClient | None:
+class EngineSetting(Protocol):
+    """Where an engine runs (`<section>.Engine`) and how long a call to its service may take."""
+
+    @property
+    def engine(self) -> str:
+        """`local`, or the service's address."""
+
+    @property
+    def timeout_seconds(self) -> float:
+        """How long one call to the service may take."""
+
+
+def service_client(section: str, values: EngineSetting) -> WyomingClient | None:
     """A client for the service `<section>.Engine` names; None when the engine is local."""
     address = parse_engine(values.engine)
     if address is None:
