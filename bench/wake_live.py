@@ -52,13 +52,8 @@ from elara.service.slices import SecondCheckSlice, SpeechToTextSlice, WakeWordSl
 from elara.voice import wake as wake_module
 from elara.voice.denoise import NoiseSuppressor
 from elara.voice.stt import PhraseCheck, Transcriber
-from elara.voice.wake import (
-    CONFIRM_AFTER_FRAMES,
-    WakeWordDetector,
-    names_wake_word,
-    phrase_confirmed,
-    spoken_wake_phrase,
-)
+from elara.voice.wake import CONFIRM_AFTER_FRAMES, WakeWordDetector, phrase_confirmed
+from elara.voice.wake_phrase import names_wake_word, spoken_wake_phrase
 from tests.rig.voice_clips import frames
 
 

@@ -17,31 +17,10 @@ from elara.voice.wake import (
     DURING_PLAYBACK_CONFIRM_FROM,
     RECHECK_RISE,
     WakeWordDetector,
-    names_wake_word,
     phrase_confirmed,
-    says_wake_phrase,
-    spoken_wake_phrase,
 )
+from elara.voice.wake_phrase import names_wake_word
 from tests.rig.voice_clips import concat, espeak_speech, frames, piper_speech, silence, with_noise
-
-
-@pytest.mark.parametrize(("text", "heard"), [
-    ("Hey Jarvis.", True),
-    ("Hey, Jervis, what time is it?", True),
-    ("Hey jar vis", True),  # split by Whisper: the two words joined
-    ("Jarvis", True),
-    ("Hey Travis.", False),
-    ("Hey Harvey, come here.", False),
-    ("What is the capital of France?", False),
-    ("", False),
-])
-def test_the_transcript_names_the_wake_word_or_not(text, heard):
-    assert names_wake_word(text, "hey_jarvis") is heard
-
-
-def test_other_wake_words_are_matched_by_their_own_name():
-    assert names_wake_word("Alexa, stop.", "alexa") and names_wake_word("hey my croft", "hey_mycroft")
-    assert not names_wake_word("Hey Jarvis", "alexa")
 
 
 @pytest.mark.parametrize(("heard", "prompted", "log_odds", "wakes"), [
@@ -56,21 +35,6 @@ def test_other_wake_words_are_matched_by_their_own_name():
 ])
 def test_a_doubtful_wake_stands_when_whisper_reads_the_phrase_into_it(heard, prompted, log_odds, wakes):
     assert phrase_confirmed(PhraseCheck(heard, prompted, log_odds, 0.0), "hey_jarvis", log_odds=-3.0) is wakes
-
-
-@pytest.mark.parametrize(("text", "name", "said"), [
-    ("Hey Jarvis.", "hey_jarvis", True),
-    ("Oh, hey, Jar vis, what time is it?", "hey_jarvis", True),  # split by Whisper: joined
-    ("He wrote Hey Jarvis on the car.", "hey_jarvis", True),
-    ("Calling Jarvis, Reese Harrison.", "hey_jarvis", False),  # the name in passing
-    ("Mr. Jarvis will call you.", "hey_jarvis", False),
-    ("Hey, Jervis.", "hey_jarvis", False),
-    ("Hey. Hey.", "hey_jarvis", False),
-    ("Alexa, stop.", "alexa", True),
-    ("Hey my croft", "hey_mycroft", True),
-])
-def test_the_whole_phrase_is_said_or_not(text, name, said):
-    assert says_wake_phrase(text, name) is said
 
 
 @pytest.mark.parametrize(("heard", "prompted", "log_odds"), [
@@ -97,11 +61,6 @@ def test_the_shipped_odds_are_looser_for_a_confident_score():
     assert phrase_confirmed(told(-5.9), "hey_jarvis") and not phrase_confirmed(told(-6.1), "hey_jarvis")
     assert phrase_confirmed(told(-9.9), "hey_jarvis", CONFIDENT_LOG_ODDS)
     assert not phrase_confirmed(PhraseCheck("Hey Travis.", "Hey Travis.", 0.0, 0.0), "hey_jarvis", CONFIDENT_LOG_ODDS)
-
-
-def test_the_hint_is_the_phrase_as_whisper_writes_it():
-    assert spoken_wake_phrase("hey_jarvis") == "Hey Jarvis."
-    assert spoken_wake_phrase("alexa") == "Alexa."
 
 
 class Recorder:

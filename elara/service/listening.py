@@ -19,11 +19,11 @@ from elara.voice.denoise import NoiseSuppressor
 from elara.voice.dialogue import Dialogue
 from elara.voice.echo import EchoFilter
 from elara.voice.endpoint import Segmenter
-from elara.voice.parts import FrameSource, ReadAgain, SpeechToText, VoiceParts, strip_wake_phrase
+from elara.voice.parts import FrameSource, ReadAgain, SpeechToText, VoiceParts
 from elara.voice.speech import SpeechSink
 from elara.voice.stop import StopReader
 from elara.voice.stt import SecondReading, Transcriber, Transcript, phantom_reason
-from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, is_wake_phrase_only, read_again_wanted
+from elara.voice.turn import PauseSignals, TurnJudge, TurnThresholds, read_again_wanted
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import (
     CONFIDENT_LOG_ODDS,
@@ -31,9 +31,13 @@ from elara.voice.wake import (
     SECOND_CONFIDENT_LOG_ODDS,
     SECOND_LOG_ODDS,
     WakeWordDetector,
-    names_wake_word,
     phrase_confirmed,
+)
+from elara.voice.wake_phrase import (
+    is_wake_phrase_only,
+    names_wake_word,
     spoken_wake_phrase,
+    strip_wake_phrase,
 )
 
 log = logging.getLogger(__name__)

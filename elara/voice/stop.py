@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from elara.skills import intents
-from elara.voice.turn import said_wake_phrase
+from elara.voice.wake_phrase import said_wake_phrase, words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -107,8 +107,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 def _stems(text: str) -> list[str]:
     """Lower-case words with any contraction cut off ("Here's" → "here"), to compare heard words
     with the words she said."""
-    return [w.split("'")[0] for w in re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
-            if w.split("'")[0]]
+    return [w.split("'")[0] for w in words(text) if w.split("'")[0]]
 
 
 def _without_played_words(heard: list[str], hers: set[str]) -> list[str]:

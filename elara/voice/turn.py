@@ -19,13 +19,15 @@ other signals say: the wake phrase never ends a turn by itself.
 
 from __future__ import annotations
 
-import difflib
 import enum
-import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from elara.voice.wake_phrase import is_wake_phrase_only, words
+
+# Until the voice loop imports it from `elara.voice.wake_phrase`, as stop.py does.
+from elara.voice.wake_phrase import said_wake_phrase as said_wake_phrase
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from elara.settings import ListeningSettings
@@ -81,47 +83,6 @@ UNFINISHED_WORDS = frozenset(
 )
 
 _TRAILING_UNFINISHED = ("...", "…", ",", ";", ":", "-", "–", "—")
-_WORD = re.compile(r"[a-z0-9']+")
-_WAKE_SIMILARITY = 0.75  # Whisper spells "Hey Jarvis" as "Hey Jervis", "Hey, Travis", "A Jarvis"
-
-
-def _words(text: str) -> list[str]:
-    text = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
-    return _WORD.findall(text)
-
-
-def is_wake_phrase_only(text: str, wake_phrases: Iterable[str]) -> bool:
-    """True when `text` is a wake phrase and nothing else ("Hey Jarvis.", "Hey, Jervis,", "Jarvis")."""
-    words = _words(text)
-    if not words:
-        return False
-    said = " ".join(words)
-    for phrase in wake_phrases:
-        target = " ".join(_words(phrase))
-        if not target:
-            continue
-        # The phrase's tail alone too ("Jarvis"): the detector can fire before the whole phrase
-        # reached the recording. A lone "hey" is not the phrase: it ends the tail only as a whole.
-        # No more words than the phrase: "Hey Jarvis, what" has begun the question.
-        target_words = target.split()
-        for first in range(len(target_words)):
-            tail = target_words[first:]
-            if (len(words) <= len(tail)
-                    and difflib.SequenceMatcher(None, said, " ".join(tail)).ratio() >= _WAKE_SIMILARITY):
-                return True
-    return False
-
-
-def said_wake_phrase(text: str, wake_phrases: Iterable[str]) -> str | None:
-    """The wake phrase `text` is, whole and alone ("Hey, Jervis." is "hey jarvis"), or None.
-    Unlike `is_wake_phrase_only`, its tail alone ("Jarvis") is not enough."""
-    words = _words(text)
-    for phrase in wake_phrases:
-        target = _words(phrase)
-        if (words and len(words) == len(target) and difflib.SequenceMatcher(
-                None, " ".join(words), " ".join(target)).ratio() >= _WAKE_SIMILARITY):
-            return phrase
-    return None
 
 
 def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> Ending:
@@ -134,18 +95,18 @@ def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> End
     if text is None:
         return Ending.UNKNOWN
     stripped = text.strip().strip("\"'”“")
-    words = _words(stripped)
-    if not words:
+    said = words(stripped)
+    if not said:
         return Ending.UNKNOWN
     if is_wake_phrase_only(stripped, wake_phrases):
         return Ending.UNFINISHED
     if stripped.endswith(_TRAILING_UNFINISHED):
         return Ending.UNFINISHED
-    if words[-1] in UNFINISHED_WORDS:
+    if said[-1] in UNFINISHED_WORDS:
         return Ending.UNFINISHED
     if stripped.endswith(("?", "!")):
         return Ending.FINISHED
-    if stripped.endswith(".") and len(words) >= 2:
+    if stripped.endswith(".") and len(said) >= 2:
         return Ending.FINISHED
     return Ending.UNKNOWN
 

@@ -6,10 +6,8 @@ import collections
 import contextlib
 import copy
 import dataclasses
-import difflib
 import io
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from elara.voice.denoise import WebRtcCleaner
 from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
 from elara.voice.stt import PhraseCheck
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier
+from elara.voice.wake_phrase import names_wake_word, says_wake_phrase
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +48,6 @@ SHORTENED_GATE_FRAMES = 7
 #: frames is made from) the second copy has forgotten the speech before and hears nothing more
 #: until speech comes again.
 SHORTENED_FORGET_FRAMES = 25
-#: How alike a heard word must be to the wake phrase's name ("Jervis", "Jarvis," → "jarvis").
-WAKE_WORD_SIMILARITY = 0.7
 
 #: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
 #: be, as a natural log: e⁶ ≈ 400 times for a doubtful score, e¹⁰ for a confident one (≥ the
@@ -82,11 +79,6 @@ SECOND_CONFIDENT_LOG_ODDS = -8.0
 Confirmer = Callable[[np.ndarray, str, bool], bool]
 
 
-def spoken_wake_phrase(name: str) -> str:
-    """A wake-word model's phrase as Whisper writes it: "hey_jarvis" → "Hey Jarvis."."""
-    return " ".join(word.capitalize() for word in name.split("_")) + "."
-
-
 def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LOG_ODDS, *,
                      whole: bool = True) -> bool:
     """A doubtful wake stands when Whisper writes the wake phrase itself, or writes it when told
@@ -104,34 +96,6 @@ def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LO
     if says(check.heard):
         return True
     return says(check.prompted) and check.log_odds >= log_odds
-
-
-def says_wake_phrase(text: str, name: str) -> bool:
-    """Whether a transcript holds wake word `name`'s whole phrase, word for word as Whisper writes
-    it, the name perhaps split in two: "hey_jarvis" in "Oh, hey, Jar vis." but not "Jarvis, the
-    butler" or "Hey Jervis"."""
-    phrase = name.lower().split("_")
-    words = _words(text)
-    n = len(phrase)
-    for i in range(len(words) - n + 1):
-        if words[i : i + n - 1] == phrase[:-1] and (
-                words[i + n - 1] == phrase[-1] or "".join(words[i + n - 1 : i + n + 1]) == phrase[-1]):
-            return True
-    return False
-
-
-def names_wake_word(text: str, name: str, similarity: float = WAKE_WORD_SIMILARITY) -> bool:
-    """Whether a transcript holds the wake word's name ("hey_jarvis" → a word like "jarvis"), alone
-    or split in two ("Jar vis"), as Whisper spells it."""
-    target = name.split("_")[-1].lower()
-    words = _words(text)
-    candidates = words + [a + b for a, b in zip(words, words[1:], strict=False)]
-    return any(difflib.SequenceMatcher(None, word, target).ratio() >= similarity for word in candidates)
-
-
-def _words(text: str) -> list[str]:
-    """A transcript's words as the wake phrase is matched against them: lower case, apostrophes kept."""
-    return re.findall(r"[a-z0-9']+", text.lower())
 
 
 @dataclass(frozen=True)
