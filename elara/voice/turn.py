@@ -1,15 +1,16 @@
 """End of turn: at a pause in speech, is the person done (answer soon) or thinking (wait)?
 
 Pure: no audio, no model. The caller measures the signals at a pause — the silence so far, the
-Smart Turn v3.2 probability that the turn is complete (`elara.voice.smart_turn`), the speculative
-transcript Whisper made of the audio so far — and `TurnJudge.judge` turns them into a verdict and
-the silence after which the turn ends unless speech resumes:
+speculative transcript Whisper made of the audio so far and how sure Whisper was of it, whether
+it is a whole local command — and `TurnJudge.judge` turns them into a verdict and the silence
+after which the turn ends unless speech resumes:
 
 - **finished** → end after `finished_ms` (≈250 ms) of silence;
 - **unfinished** → wait up to `max_pause_ms` (≈2 s): people pause to think mid-sentence;
-- **unknown** (signals present but undecided: no final punctuation, or a full stop Whisper is
+- **unknown** (a transcript that says nothing: no final punctuation, or a full stop Whisper is
   unsure of) → `uncertain_ms` (by default `end_silence_ms`; `Listening.UncertainPauseMs`);
-- **no signal at all** (the judgment is off or failed) → `Action.FALLBACK`: `EndSilenceMs` rules.
+- **no signal at all** (no transcript: the judgment is off or failed) → `Action.FALLBACK`:
+  `EndSilenceMs` rules.
 
 The transcript's ending is a cheap language signal (`transcript_ending`): "…capital of",
 "…and", "… the," or Whisper's trailing "..." mean unfinished; "?" or "." after a clause mean
@@ -116,7 +117,6 @@ class PauseSignals:
     """What is known at a pause: the silence so far and each signal (None when not measured)."""
 
     silence_ms: float
-    smart_turn: float | None = None  # Smart Turn v3.2: probability that the turn is complete
     transcript: str | None = None  # the speculative transcript of the audio so far
     transcript_logprob: float | None = None  # Whisper's average log probability of it
     command: bool = False  # the transcript is a whole local command ("stop", "set a timer for …")
@@ -137,22 +137,15 @@ class TurnThresholds:
     max_pause_ms: int = 2000
     end_silence_ms: int = 600
     uncertain_ms: int | None = None  # None: end_silence_ms
-    finished_probability: float = 0.9  # Smart Turn at or above: finished, unless the words say not
-    confirmed_probability: float = 0.5  # at or above, with a finished transcript: finished
-    unfinished_probability: float = 0.1  # below: unfinished
     #: Whisper's full stop or question mark alone is trusted from this average log probability
-    #: up. Below it Whisper often "finishes" a half-heard last word ("Tell me a fun fact about"
-    #: → "Tell me a fun fact I'm out."): measured on 84 questions cut at a thinking pause, −0.3
-    #: keeps every question in Piper's voice fast and leaves 8 of 84 pauses judged finished.
+    #: up: below it Whisper often "finishes" a half-heard last word ("Tell me a fun fact about"
+    #: → "Tell me a fun fact I'm out.").
     finished_logprob: float = -0.3
     wake_phrases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.finished_ms <= self.max_pause_ms:
             raise ValueError(f"finished_ms {self.finished_ms} must lie in 0..max_pause_ms {self.max_pause_ms}")
-        if not self.unfinished_probability <= self.confirmed_probability <= self.finished_probability:
-            raise ValueError("thresholds must satisfy unfinished_probability <= confirmed_probability "
-                             "<= finished_probability")
 
     @classmethod
     def from_settings(cls, listening: ListeningSettings, wake_phrases: tuple[str, ...], *,
@@ -193,10 +186,9 @@ class Judgment:
 def verdict_of(signals: PauseSignals, thresholds: TurnThresholds) -> tuple[Verdict, Ending, str]:
     """The verdict from the signals alone (silence aside), the transcript's ending, and why."""
     ending = transcript_ending(signals.transcript, thresholds.wake_phrases)
-    p = signals.smart_turn
-    if p is None and signals.transcript is None:
+    if signals.transcript is None:
         return Verdict.NO_SIGNAL, ending, "no signal"
-    if signals.transcript is not None and is_wake_phrase_only(signals.transcript, thresholds.wake_phrases):
+    if is_wake_phrase_only(signals.transcript, thresholds.wake_phrases):
         return Verdict.UNFINISHED, ending, "only the wake phrase so far"
     if signals.command:
         # The matcher takes only whole commands: "Stop." says too little to end a sentence, and
@@ -204,23 +196,14 @@ def verdict_of(signals: PauseSignals, thresholds: TurnThresholds) -> tuple[Verdi
         return Verdict.FINISHED, ending, "the words so far are a whole command"
     if ending is Ending.UNFINISHED:
         return Verdict.UNFINISHED, ending, "the words so far are unfinished"
-    if p is None:
-        lp = signals.transcript_logprob
-        if ending is Ending.FINISHED and lp is not None and lp < thresholds.finished_logprob:
-            return Verdict.UNKNOWN, ending, (
-                f"the words so far end a sentence, but Whisper is unsure of them "
-                f"(logprob {lp:.2f} < {thresholds.finished_logprob:g})")
-        if ending is Ending.FINISHED:
-            return Verdict.FINISHED, ending, "the words so far end a sentence"
-        return Verdict.UNKNOWN, ending, "the words so far say nothing"
-    if p >= thresholds.finished_probability:
-        return Verdict.FINISHED, ending, f"smart turn {p:.2f} >= {thresholds.finished_probability:g}"
-    if ending is Ending.FINISHED and p >= thresholds.confirmed_probability:
-        return Verdict.FINISHED, ending, (
-            f"a finished sentence and smart turn {p:.2f} >= {thresholds.confirmed_probability:g}")
-    if p < thresholds.unfinished_probability:
-        return Verdict.UNFINISHED, ending, f"smart turn {p:.2f} < {thresholds.unfinished_probability:g}"
-    return Verdict.UNKNOWN, ending, f"smart turn {p:.2f} undecided"
+    lp = signals.transcript_logprob
+    if ending is Ending.FINISHED and lp is not None and lp < thresholds.finished_logprob:
+        return Verdict.UNKNOWN, ending, (
+            f"the words so far end a sentence, but Whisper is unsure of them "
+            f"(logprob {lp:.2f} < {thresholds.finished_logprob:g})")
+    if ending is Ending.FINISHED:
+        return Verdict.FINISHED, ending, "the words so far end a sentence"
+    return Verdict.UNKNOWN, ending, "the words so far say nothing"
 
 
 def judge(signals: PauseSignals, thresholds: TurnThresholds | None = None) -> Judgment:
@@ -246,9 +229,8 @@ def answer_ahead(judgment: Judgment | None, *, enabled: bool, is_question: bool)
 
 
 #: A reading the judgment doubts is read again (a wider beam) only when Whisper was this unsure
-#: of it: on bench_stt's 528 questions the doubtful readings below −0.7 (165) hold 3.5 of the
-#: 4.2 points of key words beam 5 adds; the other 175 doubtful ones hold 0.7, not worth ≈0.1 s
-#: each on every answer (`bench/stt.py`).
+#: of it: the doubtful readings below it hold most of the words a second reading gains, and the
+#: others too few to be worth ≈0.1 s on every answer (`bench/stt.py`).
 READ_AGAIN_BELOW_LOGPROB = -0.7
 
 

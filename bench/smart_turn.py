@@ -1,4 +1,4 @@
-"""Smart Turn v3.2: the probability that a speaker has finished their turn, from the audio alone.
+"""Smart Turn v3.2, measured by bench/turn.py beside the transcript's ending, and not shipped.
 
 Daily's Smart Turn v3.2 (BSD-2-Clause) is a Whisper-tiny encoder with a classifier head, run
 with ONNX Runtime on the CPU (8.7 MB, int8). It reads the last 8 s of 16 kHz audio — the
@@ -6,32 +6,48 @@ utterance so far including the silence after it, zero-padded at the *start* when
 Whisper log-mel features (80 × 800) computed from the waveform normalised to zero mean and unit
 variance, and answers one number: the probability that the turn is complete.
 
-The model ships in the `pipecat-ai` wheel (`elara.voice.models.resolve_turn_model` finds it
-without importing pipecat, which would pull in its ≈25 dependencies). The features come from
-faster-whisper's `FeatureExtractor`, which Elara already has: on the waveform pipecat normalises,
+The model ships in the `pipecat-ai` wheel, which Elara does not install; for this experiment:
+
+    .venv/bin/python -m pip install --no-deps pipecat-ai==1.14.0
+
+`smart_turn_path` finds the model without importing pipecat (its ≈25 dependencies are left out).
+The features come from faster-whisper's `FeatureExtractor`: on the waveform pipecat normalises,
 with no end padding, it gives pipecat's own numpy features (`_whisper_features.py`) to float32
-rounding (see bench/turn.py --check-features).
+rounding (`bench/turn.py --check-features`).
+
+`verdict_with` is the end-of-turn judgment with the model's probability beside the words.
 """
 
 from __future__ import annotations
 
-import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE
-from elara.errors import ModelLoadError, ModelNotFoundError
 from elara.service.openmp import prepare_openmp
-from elara.voice.models import TURN_MODEL_KEY
+from elara.service.paths import package_dir
+from elara.voice.turn import Ending, PauseSignals, TurnThresholds, Verdict, verdict_of
 
-log = logging.getLogger(__name__)
+#: The wheel that carries the model, and how to install it for this experiment.
+PACKAGE = "pipecat-ai==1.14.0"
+INSTALL = f".venv/bin/python -m pip install --no-deps {PACKAGE}"
+# Inside the pipecat-ai wheel: read by path, pipecat is never imported.
+_MODEL_FILE = ("audio", "turn", "smart_turn", "data", "smart-turn-v3.2-cpu.onnx")
 
 WINDOW_SECONDS = 8
 WINDOW_SAMPLES = WINDOW_SECONDS * SAMPLE_RATE
 _NORMALIZE_EPS = 1e-7  # transformers' WhisperFeatureExtractor (do_normalize=True)
+
+
+def smart_turn_path() -> Path | None:
+    """Smart Turn v3.2 (CPU ONNX) as shipped in the pipecat-ai wheel, or None if it is missing."""
+    root = package_dir("pipecat")
+    path = root.joinpath(*_MODEL_FILE) if root else None
+    return path if path is not None and path.is_file() else None
 
 
 def model_window(samples: np.ndarray) -> np.ndarray:
@@ -70,11 +86,7 @@ class SmartTurn:
     def __init__(self, model_path: Path, *, threads: int = 1) -> None:
         path = Path(model_path)
         if not path.is_file():
-            raise ModelNotFoundError(
-                f"{TURN_MODEL_KEY}: the Smart Turn model {path} is missing; "
-                "pip install --no-deps pipecat-ai==1.14.0 (scripts/setup does), or point "
-                f"{TURN_MODEL_KEY} at a copy of smart-turn-v3.2-cpu.onnx"
-            )
+            raise FileNotFoundError(f"the Smart Turn model {path} is missing; {INSTALL}")
         import onnxruntime
 
         started = time.perf_counter()
@@ -88,12 +100,11 @@ class SmartTurn:
             self._session: Any = onnxruntime.InferenceSession(
                 str(path), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:
-            raise ModelLoadError(f"{TURN_MODEL_KEY}: {path} does not load: {type(exc).__name__}: {exc}") from exc
+            raise ValueError(f"{path} does not load: {type(exc).__name__}: {exc}") from exc
         inputs = self._session.get_inputs()
         if len(inputs) != 1 or list(inputs[0].shape[1:]) != [80, 800]:
-            raise ModelLoadError(
-                f"{TURN_MODEL_KEY}: {path} is not a Smart Turn v3 model (it takes "
-                f"{[(i.name, i.shape) for i in inputs]}, not one (batch, 80, 800) input)")
+            raise ValueError(f"{path} is not a Smart Turn v3 model (it takes "
+                             f"{[(i.name, i.shape) for i in inputs]}, not one (batch, 80, 800) input)")
         self._input = inputs[0].name
         self._features = TurnFeatures()
         self.model_path = path
@@ -110,3 +121,34 @@ class SmartTurn:
         # The exported graph ends in a sigmoid: the output is already a probability.
         self.last_seconds = time.perf_counter() - started
         return float(np.clip(np.asarray(output).reshape(-1)[0], 0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class TurnProbabilities:
+    """How Smart Turn's probability becomes a verdict beside the words."""
+
+    finished: float = 0.9  # at or above: finished, unless the words say not
+    confirmed: float = 0.5  # at or above, with a finished transcript: finished
+    unfinished: float = 0.1  # below: unfinished
+
+    def __post_init__(self) -> None:
+        if not self.unfinished <= self.confirmed <= self.finished:
+            raise ValueError("probabilities must satisfy unfinished <= confirmed <= finished")
+
+
+def verdict_with(p: float | None, signals: PauseSignals, thresholds: TurnThresholds,
+                 probabilities: TurnProbabilities | None = None) -> tuple[Verdict, Ending, str]:
+    """`elara.voice.turn.verdict_of` with Smart Turn's probability `p` (None: not measured) beside
+    the words: the wake phrase alone, a whole command and unfinished words still decide first."""
+    probabilities = probabilities or TurnProbabilities()
+    verdict, ending, reason = verdict_of(signals, thresholds)
+    if p is None or (signals.transcript is not None and (
+            verdict is Verdict.UNFINISHED or signals.command)):
+        return verdict, ending, reason
+    if p >= probabilities.finished:
+        return Verdict.FINISHED, ending, f"smart turn {p:.2f} >= {probabilities.finished:g}"
+    if ending is Ending.FINISHED and p >= probabilities.confirmed:
+        return Verdict.FINISHED, ending, f"a finished sentence and smart turn {p:.2f} >= {probabilities.confirmed:g}"
+    if p < probabilities.unfinished:
+        return Verdict.UNFINISHED, ending, f"smart turn {p:.2f} < {probabilities.unfinished:g}"
+    return Verdict.UNKNOWN, ending, f"smart turn {p:.2f} undecided"
