@@ -29,18 +29,19 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from bench.common import CACHE, keep_clips, log, percentile, speech, table, voiced_bounds
-from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE
+from elara.audio.frames import FRAME_SECONDS, SAMPLE_RATE, AudioFrame
 from elara.config import load_settings
+from elara.voice.denoise import WebRtcCleaner
 from elara.voice.models import resolve_wake_word
-from elara.voice.wake import WakeWordDetector
+from elara.voice.wake import WakeDetection, WakeWordDetector
 from tests.rig.voice_clips import (
     ESPEAK_VOICES,
     concat,
@@ -90,16 +91,87 @@ LAYOUTS = ("alone, silence around", "alone, between sentences", "in a sentence",
 
 # The packaged WakeWord settings, whatever the user's own config says.
 SHIPPED = load_settings(env={"XDG_CONFIG_HOME": "/nonexistent"}).wake_word
-VARIANTS: dict[str, tuple[str, dict]] = {
-    "today": ("(a) today: no front end", {}),
-    "speex": ("(b) openWakeWord speex noise suppression", {"speex_noise_suppression": True}),
-    "vad": ("(c) openWakeWord Silero VAD gate 0.5", {"vad_threshold": 0.5}),
+#: Each variant: its label, the detector's options, and the front end (no setting offers one)
+#: that every frame goes through before the detector.
+VARIANTS: dict[str, tuple[str, dict, Callable[[], FrontEnd] | None]] = {
+    "today": ("(a) today: no front end", {}, None),
+    "speex": ("(b) openWakeWord speex noise suppression", {}, lambda: SpeexNoiseSuppression()),
+    "vad": ("(c) openWakeWord Silero VAD gate 0.5", {"vad_threshold": 0.5}, None),
     # wyoming-satellite's tutorial settings (--mic-auto-gain 5 --mic-noise-suppression 2; both default 0).
-    "webrtc": ("(d) WebRTC gain 5 dBFS + noise suppression 2", {"auto_gain_dbfs": 5, "webrtc_noise_suppression": 2}),
+    "webrtc": ("(d) WebRTC gain 5 dBFS + noise suppression 2", {},
+               lambda: WebRtcCleaner(auto_gain_dbfs=5, noise_suppression=2)),
     # The shipped front end; Whisper's check comes after it (bench/wake_live.py measures the two together).
     "shipped": (f"(e) shipped: gate {SHIPPED.vad_threshold:g}" + (" + pauses shortened" if SHIPPED.shorten_pauses else ""),
-                {"vad_threshold": SHIPPED.vad_threshold, "shorten_pauses": SHIPPED.shorten_pauses}),
+                {"vad_threshold": SHIPPED.vad_threshold, "shorten_pauses": SHIPPED.shorten_pauses}, None),
 }
+
+
+class FrontEnd(Protocol):
+    """Audio cleaning ahead of the wake-word models, keeping its state between frames."""
+
+    def clean(self, samples: np.ndarray) -> np.ndarray:
+        """The next int16 samples cleaned."""
+
+    def reset(self) -> None:
+        """Forget what it learnt of the audio so far."""
+
+
+class SpeexNoiseSuppression:
+    """openWakeWord's SpeexDSP noise suppression (its `enable_speex_noise_suppression`), 10 ms at
+    a time: speexdsp-ns, which the dev extra installs."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def clean(self, samples: np.ndarray) -> np.ndarray:
+        """The next int16 samples cleaned (a multiple of 160 of them, as openWakeWord's frames are)."""
+        data = np.asarray(samples, dtype=np.int16).reshape(-1)
+        cleaned = b"".join(self._ns.process(data[i : i + 160].tobytes()) for i in range(0, len(data), 160))
+        return np.frombuffer(cleaned, dtype=np.int16)
+
+    def reset(self) -> None:
+        """A fresh noise estimate."""
+        from speexdsp_ns import NoiseSuppression  # type: ignore[import-untyped]
+
+        self._ns = NoiseSuppression.create(160, SAMPLE_RATE)
+
+
+class CleanedDetector:
+    """A `WakeWordDetector` that hears every frame through `front_end` first; a detection resets
+    both, as it resets the detector alone."""
+
+    def __init__(self, detector: WakeWordDetector, front_end: FrontEnd) -> None:
+        self.detector = detector
+        self.front_end = front_end
+        #: Seconds the last `process` call took, front end included.
+        self.last_seconds = 0.0
+
+    @property
+    def last_scores(self) -> dict[str, float]:
+        """The detector's latest scores."""
+        return self.detector.last_scores
+
+    def process(self, frame: AudioFrame) -> WakeDetection | None:
+        """Clean one frame and score it."""
+        started = time.perf_counter()
+        samples = self.front_end.clean(np.asarray(frame.samples).astype(np.int16, copy=False).reshape(-1))
+        detection = self.detector.process(AudioFrame(samples, frame.captured_at))
+        if detection is not None:
+            self.front_end.reset()
+        self.last_seconds = time.perf_counter() - started
+        return detection
+
+    def reset(self) -> None:
+        """Forget all audio, in the front end and the detector."""
+        self.detector.reset()
+        self.front_end.reset()
+
+
+def variant_detector(name: str, model_path: Path, **options: Any) -> WakeWordDetector | CleanedDetector:
+    """Variant `name`'s detector for one wake-word model, with `options` (a threshold, …) beside its own."""
+    _, own, front_end = VARIANTS[name]
+    detector = WakeWordDetector([model_path], **own, **options)
+    return detector if front_end is None else CleanedDetector(detector, front_end())
 
 # A wide spread of voices for the negative text (a rotation, one voice per sentence).
 ESPEAK_NEGATIVE = (
@@ -639,7 +711,7 @@ class VariantTraces:
     wall_ms_p95: float
 
 
-def score_trace(detector: WakeWordDetector, samples: np.ndarray, cpu: list[float], wall: list[float]) -> np.ndarray:
+def score_trace(detector: WakeWordDetector | CleanedDetector, samples: np.ndarray, cpu: list[float], wall: list[float]) -> np.ndarray:
     """Feed a clip frame by frame from a fresh state, as the live loop would; the score of every frame."""
     detector.reset()
     scores = []
@@ -661,7 +733,7 @@ def run_variant(name: str, positives: list[Positive], stream: np.ndarray, cache:
         return VariantTraces([data[f"p{i}"] for i in range(len(positives))], data["stream"],
                              float(data["cpu_ms"]), float(data["wall_ms_p95"]))
     model = resolve_wake_word(WAKE_MODEL)
-    detector = WakeWordDetector([model.path], threshold=NEVER, **VARIANTS[name][1])
+    detector = variant_detector(name, model.path, threshold=NEVER)
     cpu: list[float] = []
     wall: list[float] = []
     log(f"{name}: {len(positives)} positive clips")

@@ -18,7 +18,6 @@ import numpy as np
 
 from elara.audio.frames import FRAME_SAMPLES, FRAME_SECONDS, AudioFrame
 from elara.errors import ModelLoadError, ModelNotFoundError
-from elara.voice.denoise import WebRtcCleaner
 from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
 from elara.voice.stt import PhraseCheck
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier
@@ -27,7 +26,7 @@ from elara.voice.wake_phrase import names_wake_word, says_wake_phrase
 log = logging.getLogger(__name__)
 
 #: The audio a doubtful wake is confirmed on: 2 s before the score crossed `confirm_from` and
-#: 0.24 s (three frames) after, measured best of 1.5–2 s before and 0.25–0.75 s after.
+#: three frames (0.24 s) after, so the whole phrase is in it whether the score rose early or late.
 CONFIRM_BEFORE_SECONDS = 2.0
 CONFIRM_AFTER_FRAMES = 3
 #: A doubtful score that rises to this many times what a turned-down check saw is asked about
@@ -36,8 +35,8 @@ CONFIRM_AFTER_FRAMES = 3
 RECHECK_RISE = 2.0
 #: While she speaks, doubtful scores are checked only from here (or `confirm_from`, if higher):
 #: what cancelling leaves of her voice scores too, and each check holds the wake word's frames for
-#: ≈0.8 s of CPU while Piper speaks. `bench/echo.py --live` measured her self-talk the
-#: same with `confirm_from` 0.001 and this floor as with 0.005.
+#: ≈0.8 s of CPU while Piper speaks; the floor spares that CPU without letting more of her own
+#: voice wake her.
 DURING_PLAYBACK_CONFIRM_FROM = 0.005
 #: With `shorten_pauses`: the longest silence inside speech that the second copy of the models
 #: hears as one frame (0.96 s), and the last frames (this one among them) in which the VAD gate
@@ -51,27 +50,15 @@ SHORTENED_FORGET_FRAMES = 25
 
 #: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
 #: be, as a natural log: e⁶ ≈ 400 times for a doubtful score, e¹⁰ for a confident one (≥ the
-#: threshold). Both must read the whole phrase: with the name alone enough for a confident score,
-#: lists of names woke her twice in 30.5 h ("…Nadia Jarman, Charles Jarvik.", told the phrase:
-#: "Charles Jarvis."), and none of the 261 confident windows in the bench's 364 clips needed it.
-#: With Whisper tiny.en, beam 5, through noise suppression, `bench/wake_live.py` heard
-#: 93.4 % of its clips with no false wake in 3.63 h and 71 of 552 sound-alikes woken, where −3 with
-#: beam 1 and confident scores unchecked heard 90.4 % with one false wake and 89; its `--rules`
-#: table has the odds between.
+#: threshold), which the model's own certainty already backs. Both must read the whole phrase:
+#: told the phrase, Whisper writes a name in a list ("…Charles Jarvik.") as "Charles Jarvis.".
 CONFIRM_LOG_ODDS = -6.0
 CONFIDENT_LOG_ODDS = -10.0
-#: The odds a second model (`WakeWord.ConfirmSecondModel`) must give for a doubtful score, when
-#: it reads again what the first check turned down (the whole phrase): the first reading's own.
-#: From e⁻³ to e⁻⁶ no false wake came in 30.3 h (seeds 1–3), held-out sets 1 and 2 (fast, noisy,
-#: robotic voices base writes as the phrase at e⁻³·⁵–e⁻⁶) gained 4 and 7 clips of 288 and 49 more
-#: of 3712 sound-alike sentences woke her; then sets 3 and 4, unseen, went 234 → 247 and
-#: 212 → 225 (`bench/wake_live.py --held-out N`, `--second-odds`) …
+#: The odds a second model (`WakeWord.ConfirmSecondModel`) must give when it reads again what the
+#: first check turned down (the whole phrase): for a doubtful score, the first reading's own …
 SECOND_LOG_ODDS = CONFIRM_LOG_ODDS
-#: … and for a confident score, looser, as the first reading's is: robotic and fast voices the
-#: model is sure of (0.8–1.0) base reads as the phrase only at e⁻³·²–e⁻⁷·² ("Okay, sorry." told:
-#: "Hey Jarvis."). From e⁻³ to e⁻⁸ no false wake came in 24.2 h, and 26 more of 3712 sound-alike
-#: sentences woke her (`bench/wake_live.py --second-reading … --confident-only`); none in 6.04 h
-#: more, live; held-out set 3, unseen, 229 → 234 of 288.
+#: … and for a confident one, looser, as the first reading's is: robotic and fast voices the model
+#: is sure of, base reads as the phrase only at e⁻³–e⁻⁸ ("Okay, sorry." told: "Hey Jarvis.").
 SECOND_CONFIDENT_LOG_ODDS = -8.0
 
 #: Checks audio (16 kHz int16) and says whether wake word `name` was said in it; the flag says
@@ -127,19 +114,15 @@ class WakeWordDetector:
     `refractory_seconds` of frame time (by `captured_at`) have passed. Not thread-safe: feed it
     from one task.
 
+    openWakeWord's Silero VAD gate (`vad_threshold`, on in the shipped settings) zeroes the scores
+    unless speech was heard 0.4–0.56 s earlier.
+
     Two more stages, both off by default. Per-user `verifiers` (`elara wake enroll`) rescore the
     frames the model scores ≥ VERIFY_FROM. A doubtful score, from `confirm_from` up to the
-    threshold (from DURING_PLAYBACK_CONFIRM_FROM at least while she speaks, `during_playback`), wakes only if the
-    confirmer set by `confirm_with` (Whisper, in the daemon) hears the wake word in the last ≈2.2 s;
-    with `confirm_confident`, so does a confident one (the confirmer is told which it is); `process`
-    runs it inline, so the frame that asks takes as long.
-
-    Optional front ends, all off by default: WebRTC automatic gain and noise suppression on the
-    audio before anything else (`auto_gain_dbfs`, `webrtc_noise_suppression`, as wyoming-satellite
-    does), openWakeWord's own SpeexDSP noise suppression (`speex_noise_suppression`), and its
-    Silero VAD gate, which zeroes the scores unless speech was heard 0.4–0.56 s earlier
-    (`vad_threshold`, on in the shipped settings). bench/wake.py measured the other two
-    gaining nothing, so the settings don't offer them.
+    threshold (from DURING_PLAYBACK_CONFIRM_FROM at least while she speaks, `during_playback`),
+    wakes only if the confirmer set by `confirm_with` (Whisper, in the daemon) hears the wake word
+    in the last ≈2.2 s; with `confirm_confident`, so does a confident one (the confirmer is told
+    which it is); `process` runs it inline, so the frame that asks takes as long.
 
     With `shorten_pauses` (needs the VAD gate), a second copy of the models hears each silence
     inside speech (up to SHORTENED_PAUSE_FRAMES) as its first frame alone: "Hey … Jarvis" said
@@ -155,75 +138,26 @@ class WakeWordDetector:
         threshold: float = 0.5,
         trigger_level: int = 1,
         refractory_seconds: float = 2.0,
-        speex_noise_suppression: bool = False,
         vad_threshold: float = 0.0,
-        auto_gain_dbfs: int = 0,
-        webrtc_noise_suppression: int = 0,
         verifiers: Sequence[WakeVerifier] = (),
         confirm_from: float = 0.0,
         confirm_confident: bool = False,
         shorten_pauses: bool = False,
     ) -> None:
-        paths = [Path(p) for p in model_paths]
-        if not paths:
-            raise ValueError("WakeWordDetector needs at least one model")
-        for path in paths:
-            if not path.is_file():
-                raise ModelNotFoundError(f"{WAKE_WORD_KEY}: the wake-word model {path} does not exist")
-        if trigger_level < 1:
-            raise ValueError("trigger_level must be at least 1")
+        paths = _model_files(model_paths)
+        _check_options(threshold=threshold, trigger_level=trigger_level, vad_threshold=vad_threshold,
+                       confirm_from=confirm_from, shorten_pauses=shorten_pauses)
         self.threshold = float(threshold)
         self.trigger_level = int(trigger_level)
         self.refractory_seconds = float(refractory_seconds)
-        if not 0 <= auto_gain_dbfs <= 31:
-            raise ValueError("auto_gain_dbfs must be 0 (off) to 31")
-        if not 0 <= webrtc_noise_suppression <= 4:
-            raise ValueError("webrtc_noise_suppression must be 0 (off) to 4")
-        if not 0.0 <= vad_threshold < 1.0:
-            raise ValueError("vad_threshold must be 0 (off) or below 1")
-        if shorten_pauses and vad_threshold <= 0:
-            raise ValueError("shorten_pauses needs the VAD gate (vad_threshold above 0) to hear the pauses")
-        self._webrtc = (WebRtcCleaner(auto_gain_dbfs=auto_gain_dbfs, noise_suppression=webrtc_noise_suppression)
-                        if auto_gain_dbfs or webrtc_noise_suppression else None)
-
-        import openwakeword
-        from openwakeword.model import Model
-
-        def load(**options: Any) -> Model:
-            # openWakeWord prints its pretrained model list on stdout when a Model is built.
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    model = Model(wakeword_models=[str(p) for p in paths], inference_framework="onnx", **options)
-            except Exception as exc:  # a damaged or foreign .onnx file
-                raise ModelLoadError(
-                    f"{WAKE_WORD_KEY}: {', '.join(map(str, paths))} does not load: {type(exc).__name__}: {exc}"
-                ) from exc
-            # Multi-class models (the built-in "timer") name their classes ("5_minute_timer"), but
-            # openWakeWord only finds the names when the file is called exactly "timer".
-            for key in model.class_mapping:
-                known = openwakeword.model_class_mappings.get(friendly_wake_name(key))
-                if known and model.model_outputs[key] > 1:
-                    model.class_mapping[key] = dict(known)
-            return model
-
-        self._model = load(enable_speex_noise_suppression=speex_noise_suppression, vad_threshold=float(vad_threshold))
-        #: The second copy of the models (`shorten_pauses`), how many frames in a row the gate has
-        #: heard no speech, and the copy as the current silence's first frame left it.
-        self._shortened = load() if shorten_pauses else None
-        self._initial_shortened = None if self._shortened is None else self._shortened.preprocessor.feature_buffer.copy()
-        self._silent_frames = 0
-        self._before_pause: _ModelState | None = None
-        # openWakeWord keys a score by the file's stem ("hey_jarvis_v0.1"), or by the class
-        # label for a multi-class model. Detections use friendly names ("hey_jarvis").
-        self._names: dict[str, str] = {}
-        for key, mapping in self._model.class_mapping.items():
-            if self._model.model_outputs[key] == 1:
-                self._names[key] = friendly_wake_name(key)
-            else:
-                self._names.update({label: label for label in mapping.values()})
+        self._model = _load_models(paths, vad_threshold=vad_threshold)
         self._initial_features = self._model.preprocessor.feature_buffer.copy()
-        if not 0.0 <= confirm_from <= self.threshold:
-            raise ValueError("confirm_from must be 0 (off) to the threshold")
+        # openWakeWord's key of a score ("hey_jarvis_v0.1", a class label) → the friendly name
+        self._names = _friendly_names(self._model)
+        self._shortener = _PauseShortener(_load_models(paths)) if shorten_pauses else None
+        # wake word → (the feature window its model reads, its verifier)
+        self._verifiers = {verifier.wake_word: (self._model.model_inputs[self._model_key(verifier.wake_word)],
+                                                verifier) for verifier in self._known(verifiers)}
         #: Scores from here up to the threshold wake only when the confirmer hears the wake word.
         self.confirm_from = float(confirm_from)
         #: Whether scores at or above the threshold are put to the confirmer too.
@@ -241,8 +175,15 @@ class WakeWordDetector:
         self._declined: float | None = None  # the score a turned-down doubtful check saw
         #: Wakes handed to the confirmer, and those it confirmed.
         self.confirmations = {"asked": 0, "confirmed": 0}
-        # wake word → (the feature window its model reads, its verifier)
-        self._verifiers: dict[str, tuple[int, WakeVerifier]] = {}
+        self._run: dict[str, int] = {}
+        self._quiet_until = float("-inf")
+        #: The latest score of every wake word (friendly name → 0..1), for benchmarks and logs.
+        self.last_scores: dict[str, float] = {}
+        #: CPU-side seconds the last `process` call took.
+        self.last_seconds = 0.0
+
+    def _known(self, verifiers: Sequence[WakeVerifier]) -> Sequence[WakeVerifier]:
+        """`verifiers`, each for a loaded wake word (a ModelLoadError names one that is not)."""
         for verifier in verifiers:
             if verifier.wake_word not in self.names:
                 raise ModelLoadError(
@@ -250,14 +191,7 @@ class WakeWordDetector:
                     f"({', '.join(self.names)}); add it to WakeWord.Models or drop the verifier from "
                     "WakeWord.Verifiers"
                 )
-            inputs = self._model.model_inputs[self._model_key(verifier.wake_word)]
-            self._verifiers[verifier.wake_word] = (inputs, verifier)
-        self._run: dict[str, int] = {}
-        self._quiet_until = float("-inf")
-        #: The latest score of every wake word (friendly name → 0..1), for benchmarks and logs.
-        self.last_scores: dict[str, float] = {}
-        #: CPU-side seconds the last `process` call took.
-        self.last_seconds = 0.0
+        return verifiers
 
     @property
     def names(self) -> list[str]:
@@ -278,7 +212,7 @@ class WakeWordDetector:
     @property
     def shortens_pauses(self) -> bool:
         """Whether a second copy of the models hears pauses inside speech cut short."""
-        return self._shortened is not None
+        return self._shortener is not None
 
     @property
     def verified(self) -> list[str]:
@@ -299,7 +233,7 @@ class WakeWordDetector:
         self.reset()
         found = []
         for start in range(0, len(clip) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
-            raw = self._model.predict(self._front_end(clip[start : start + FRAME_SAMPLES]))
+            raw = self._model.predict(clip[start : start + FRAME_SAMPLES])
             score = self._named(raw).get(name, 0.0)
             found.append((score, self._model.preprocessor.get_features(inputs)[0].copy()))
         self.reset()
@@ -313,10 +247,10 @@ class WakeWordDetector:
             samples = samples.astype(np.int16)
         samples = samples.reshape(-1)
         self._history.append(samples)
-        heard = self._front_end(samples)
-        scores = self._verified(self._model, self._model.predict(heard))
-        if self._shortened is not None:
-            shortened = self._shorter_pause(heard)
+        scores = self._verified(self._model, self._model.predict(samples))
+        if self._shortener is not None:
+            speech = self._model.vad.prediction_buffer[-1] >= self._model.vad_threshold
+            shortened = self._verified(self._shortener.model, self._shortener.predict(samples, speech))
             gate = list(self._model.vad.prediction_buffer)[-SHORTENED_GATE_FRAMES:]
             if not self.during_playback and max(gate, default=0.0) >= self._model.vad_threshold:
                 for name, score in shortened.items():
@@ -381,27 +315,6 @@ class WakeWordDetector:
         log.info("%s confirmed by the transcript (%s score %.2f)", c.name, kind, c.score)
         return WakeDetection(name=c.name, score=c.score, at=c.at)
 
-    def _shorter_pause(self, heard: np.ndarray) -> dict[str, float]:
-        """The second copy's scores for this frame (`shorten_pauses`). It hears every frame, so
-        a phrase followed by silence scores as it does in the first; but when speech resumes
-        within SHORTENED_PAUSE_FRAMES of silence, the copy is put back to where that silence's
-        first frame left it, as if the rest had not been."""
-        assert self._shortened is not None
-        speech = self._model.vad.prediction_buffer[-1] >= self._model.vad_threshold
-        if speech:
-            if self._before_pause is not None:
-                _restore(self._shortened, self._before_pause)
-            self._before_pause, self._silent_frames = None, 0
-        else:
-            self._silent_frames += 1
-            if self._silent_frames == 2:
-                self._before_pause = _saved(self._shortened)
-            elif self._silent_frames > SHORTENED_PAUSE_FRAMES:
-                self._before_pause = None  # a pause that long is one
-            if self._silent_frames > SHORTENED_FORGET_FRAMES:
-                return {}  # it has heard enough silence to forget the speech before; spare the CPU
-        return self._verified(self._shortened, self._shortened.predict(heard))
-
     def _verified(self, model: Any, raw: dict[str, Any]) -> dict[str, float]:
         """`model`'s scores by friendly name, the verified wake words' rescored by their verifier."""
         scores = self._named(raw)
@@ -423,26 +336,14 @@ class WakeWordDetector:
                 return key
         raise ValueError(f"no loaded wake word {name!r} ({', '.join(self.names)})")
 
-    def _front_end(self, samples: np.ndarray) -> np.ndarray:
-        """The audio the models hear: through WebRTC gain and noise suppression when configured."""
-        return samples if self._webrtc is None else self._webrtc.clean(samples)
-
     def reset(self) -> None:
         """Forget all audio and scores (between activations); also ends a refractory period."""
         _reset_model(self._model, self._initial_features)
-        if self._shortened is not None and self._initial_shortened is not None:
-            _reset_model(self._shortened, self._initial_shortened)
-        self._silent_frames, self._before_pause = 0, None
-        # The front ends keep state too (noise estimates, gain, the VAD's recurrent state).
-        if self._model.speex_ns is not None:
-            from speexdsp_ns import NoiseSuppression  # type: ignore[import-untyped]
-
-            self._model.speex_ns = NoiseSuppression.create(160, 16000)
-        if self._model.vad_threshold > 0:
+        if self._shortener is not None:
+            self._shortener.reset()
+        if self._model.vad_threshold > 0:  # the VAD's recurrent state and its recent decisions
             self._model.vad.reset_states()
             self._model.vad.prediction_buffer.clear()
-        if self._webrtc is not None:
-            self._webrtc.reset()
         self._run.clear()
         self._history.clear()
         self._candidate = None
@@ -450,6 +351,100 @@ class WakeWordDetector:
         self._declined = None
         self._quiet_until = float("-inf")
         self.last_scores = {}
+
+
+class _PauseShortener:
+    """The second copy of the models (`shorten_pauses`). It hears every frame, so a phrase
+    followed by silence scores as it does in the first; but when speech resumes within
+    SHORTENED_PAUSE_FRAMES of silence, the copy is put back to where that silence's first frame
+    left it, as if the rest had not been."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._initial_features = model.preprocessor.feature_buffer.copy()
+        self._silent_frames = 0  # frames in a row the gate has heard no speech
+        self._before_pause: _ModelState | None = None  # the copy as the current silence's first frame left it
+
+    def predict(self, heard: np.ndarray, speech: bool) -> dict[str, Any]:
+        """The copy's raw scores for this frame, given whether the gate heard speech in it."""
+        if speech:
+            if self._before_pause is not None:
+                _restore(self.model, self._before_pause)
+            self._before_pause, self._silent_frames = None, 0
+        else:
+            self._silent_frames += 1
+            if self._silent_frames == 2:
+                self._before_pause = _saved(self.model)
+            elif self._silent_frames > SHORTENED_PAUSE_FRAMES:
+                self._before_pause = None  # a pause that long is one
+            if self._silent_frames > SHORTENED_FORGET_FRAMES:
+                return {}  # it has heard enough silence to forget the speech before; spare the CPU
+        return self.model.predict(heard)
+
+    def reset(self) -> None:
+        """Forget all audio and any pause half heard."""
+        _reset_model(self.model, self._initial_features)
+        self._silent_frames, self._before_pause = 0, None
+
+
+def _model_files(model_paths: Sequence[Path]) -> list[Path]:
+    """The wake-word model files, each of which must exist."""
+    paths = [Path(p) for p in model_paths]
+    if not paths:
+        raise ValueError("WakeWordDetector needs at least one model")
+    for path in paths:
+        if not path.is_file():
+            raise ModelNotFoundError(f"{WAKE_WORD_KEY}: the wake-word model {path} does not exist")
+    return paths
+
+
+def _check_options(*, threshold: float, trigger_level: int, vad_threshold: float, confirm_from: float,
+                   shorten_pauses: bool) -> None:
+    """A ValueError naming the first of the detector's options out of range."""
+    if trigger_level < 1:
+        raise ValueError("trigger_level must be at least 1")
+    if not 0.0 <= vad_threshold < 1.0:
+        raise ValueError("vad_threshold must be 0 (off) or below 1")
+    if shorten_pauses and vad_threshold <= 0:
+        raise ValueError("shorten_pauses needs the VAD gate (vad_threshold above 0) to hear the pauses")
+    if not 0.0 <= confirm_from <= threshold:
+        raise ValueError("confirm_from must be 0 (off) to the threshold")
+
+
+def _load_models(paths: Sequence[Path], *, vad_threshold: float = 0.0) -> Any:
+    """The wake-word models in one openWakeWord Model (ONNX Runtime), gated by its Silero VAD
+    from `vad_threshold` (0: no gate)."""
+    import openwakeword
+    from openwakeword.model import Model
+
+    # openWakeWord prints its pretrained model list on stdout when a Model is built.
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            model = Model(wakeword_models=[str(p) for p in paths], inference_framework="onnx",
+                          vad_threshold=float(vad_threshold))
+    except Exception as exc:  # a damaged or foreign .onnx file
+        raise ModelLoadError(
+            f"{WAKE_WORD_KEY}: {', '.join(map(str, paths))} does not load: {type(exc).__name__}: {exc}"
+        ) from exc
+    # Multi-class models (the built-in "timer") name their classes ("5_minute_timer"), but
+    # openWakeWord only finds the names when the file is called exactly "timer".
+    for key in model.class_mapping:
+        known = openwakeword.model_class_mappings.get(friendly_wake_name(key))
+        if known and model.model_outputs[key] > 1:
+            model.class_mapping[key] = dict(known)
+    return model
+
+
+def _friendly_names(model: Any) -> dict[str, str]:
+    """openWakeWord keys a score by the file's stem ("hey_jarvis_v0.1"), or by the class label for
+    a multi-class model; detections use friendly names ("hey_jarvis")."""
+    names: dict[str, str] = {}
+    for key, mapping in model.class_mapping.items():
+        if model.model_outputs[key] == 1:
+            names[key] = friendly_wake_name(key)
+        else:
+            names.update({label: label for label in mapping.values()})
+    return names
 
 
 def _reset_model(model: Any, initial_features: np.ndarray) -> None:
