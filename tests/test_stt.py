@@ -150,26 +150,48 @@ def test_the_second_model_reads_doubtful_words_tiny_en_mishears_at_any_beam(tran
     assert read_again(transcriber, 1, second) is not None and read_again(transcriber, 0, second) is None
 
 
+#: espeak-ng clips tiny.en and Whisper base misread, as (sentence, voice, words per minute).
+#: Which readings base's beam ends with depends on the CPU's numerics: where these were chosen,
+#: on five of the six a reading other than base's best stood ("Cancel the timer." over "Conceal
+#: the timer", "The road pride and prejudice." over "Load pride and plan this."), and on the
+#: first, the only one then, on the machine before.
+MISREAD = [
+    ("Cancel the timer.", "en-us+f3", 180),
+    ("Cancel the timer.", "en-029", 140),
+    ("Who wrote Pride and Prejudice?", "en-us+f3", 180),
+    ("Who wrote Pride and Prejudice?", "en-us", 200),
+    ("Who wrote Pride and Prejudice?", "en-gb-scotland", 165),
+    ("What time is it in Tokyo?", "en-gb-scotland", 165),
+]
+
+
 def test_the_reading_that_stands_may_be_any_words_the_beam_ended_with(transcriber):
-    """en-us+f3's "Cancel the timer.": tiny.en reads "Kental Nutaimo" and Whisper base's best
-    reading is "Console the title"; "Cancel the timer", another of the five readings base's beam
-    ended with, is the one both models find likeliest, so it stands."""
-    audio = concat(silence(0.3), espeak_speech("Cancel the timer.", voice="en-us+f3", speed=180), silence(0.08))
-    keys = {"cancel", "timer"}
-    first = transcriber.transcribe(audio)
+    """Of tiny.en's reading and the five Whisper base's beam ended with, the one both models find
+    likeliest stands (the likelihoods weighed here again, whatever words this CPU's beam ends
+    with), and on at least one misread clip that is none of base's best and tiny.en's."""
     again = read_again(transcriber, 5, load_second_check(SecondCheckSlice.of(load_settings(env={}))))
     assert again is not None
-    hearing = again.again.hear(audio, [first.text])
-    best = hearing.readings[0]
-    assert not keys <= words(first.text) and not keys <= words(best.text), (first, best)
-    assert len(hearing.readings) == 5 and any(keys <= words(r.text) for r in hearing.readings[1:])
-    # the first reading is weighed, and readings told apart only by case and punctuation once
-    assert next(iter(hearing.log_likelihoods)) == first.text
-    assert len(hearing.log_likelihoods) == len({normalize_text(t) for t in [first.text, *(r.text for r in hearing.readings)]})
-    reread = again.reread(audio, first)
-    assert keys <= words(reread.text) and reread.text in {r.text for r in hearing.readings}
-    first_ll, best_ll, reread_ll = again.likelihoods(audio, [first.text, best.text, reread.text])
-    assert reread_ll > max(first_ll, best_ll)
+    other_readings_stood = []
+    for sentence, voice, speed in MISREAD:
+        audio = concat(silence(0.3), espeak_speech(sentence, voice=voice, speed=speed), silence(0.08))
+        first = transcriber.transcribe(audio)
+        hearing = again.again.hear(audio, [first.text])
+        readings = [r.text for r in hearing.readings]
+        assert len(readings) == 5 and first.text, (first, readings)
+        # the first reading is weighed, and readings told apart only by case and punctuation once
+        assert next(iter(hearing.log_likelihoods)) == first.text
+        assert len(hearing.log_likelihoods) == len({normalize_text(t) for t in [first.text, *readings]})
+        reread = again.reread(audio, first)
+        if first.text == readings[0]:
+            assert reread.text == first.text  # the same words: nothing to weigh
+            continue
+        texts = list(hearing.log_likelihoods)
+        both = dict(zip(texts, again.likelihoods(audio, texts), strict=True))
+        assert reread.text in {first.text, *readings} and reread.text in both, (reread, both)
+        assert both[reread.text] >= max(both.values()) - 1e-3, (reread.text, both)
+        if normalize_text(reread.text) not in {normalize_text(readings[0]), normalize_text(first.text)}:
+            other_readings_stood.append((sentence, voice, first.text, readings[0], reread.text))
+    assert other_readings_stood
     # audio longer than the window is only transcribed, as `transcribe` would
     long = concat(*[utterance(piper_speech("Who wrote the novel Pride and Prejudice?"))] * 4)
     assert transcriber.hear(long, ["Stop."]).log_likelihoods == {}
