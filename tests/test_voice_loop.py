@@ -18,7 +18,7 @@ from elara.service.slices import LanguageModelSlice
 from elara.voice import dialogue as d
 from elara.voice.endpoint import Segmenter
 from elara.voice.loop import VoiceLoop
-from elara.voice.parts import VoiceParts, strip_wake_phrase
+from elara.voice.parts import VoiceParts
 from elara.voice.speech import SpeechSink, first_chunk
 from elara.voice.stt import phantom_reason
 from elara.voice.turn import TurnJudge, TurnThresholds
@@ -246,14 +246,6 @@ def test_speech_resumed_after_the_reply_was_started_ahead_leaves_no_trace(loop_p
     assert stored[1].content == "Sure."
     assert loop.counters.turns == 1
 
-
-def test_strip_wake_phrase():
-    phrases = ("hey jarvis",)
-    assert strip_wake_phrase("Hey Jarvis, what time is it?", phrases) == "what time is it?"
-    assert strip_wake_phrase("Jarvis. Turn it off", phrases) == "Turn it off"
-    assert strip_wake_phrase("Hey, how are you?", phrases) == "Hey, how are you?"
-    assert strip_wake_phrase("Who is Jarvis?", phrases) == "Who is Jarvis?"
-    assert strip_wake_phrase("Hey Jarvis.", phrases) == ""
 
 
 def test_first_chunk_cuts_a_long_first_sentence_at_a_clause():

@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 from elara.voice.echo import EchoFilter, is_barge_in
-from elara.voice.wake import names_wake_word
+from elara.voice.wake_phrase import PLAYED_NAME_SIMILARITY, names_wake_word
 
 #: frames a wake phrase spans, over which the barge-in decision compares levels
 WAKE_WINDOW_FRAMES = 12
 #: how far back her own words count as what a "stop" or a wake heard could be an echo of
 PLAYED_WORDS_SECONDS = 3.0
-#: how alike a word she said must be to the wake word's name to explain a wake ("Jervis" is,
-#: "Paris" is not): her words are exact, not Whisper's guesses
-PLAYED_WAKE_SIMILARITY = 0.8
 
 
 def playback_explains(name: str, near: float, far: float, played_words: str,
@@ -20,7 +17,7 @@ def playback_explains(name: str, near: float, far: float, played_words: str,
     """Why her own voice could explain wake word `name` heard over it (None: it is the person's).
     It is the person's only if louder (`near`, the cleaned microphone) than what cancelling can
     leave of hers (`far`, what she played), and never just after she said the name herself."""
-    if names_wake_word(played_words, name, similarity=PLAYED_WAKE_SIMILARITY):
+    if names_wake_word(played_words, name, similarity=PLAYED_NAME_SIMILARITY):
         return "she just said it"
     if echo is not None and not is_barge_in(near, far, echo.erle_db):
         return f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB"

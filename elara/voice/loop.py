@@ -47,9 +47,10 @@ from elara.voice.pause import PauseReader
 from elara.voice.reply import ReplySpeaker
 from elara.voice.stop_listener import StopListener
 from elara.voice.stt import Transcript
-from elara.voice.turn import GoingOn, said_wake_phrase
+from elara.voice.turn import GoingOn
 from elara.voice.utterance import Utterance
 from elara.voice.wake_listener import WakeListener
+from elara.voice.wake_phrase import said_wake_phrase
 
 log = logging.getLogger(__name__)
 

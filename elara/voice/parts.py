@@ -4,7 +4,6 @@ reload swaps whole between turns."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,9 +18,10 @@ from elara.voice.echo import EchoFilter
 from elara.voice.endpoint import Segmenter
 from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript
-from elara.voice.turn import TurnJudge, is_wake_phrase_only
+from elara.voice.turn import TurnJudge
 from elara.voice.vad import VoiceActivity
 from elara.voice.wake import WakeDetection
+from elara.voice.wake_phrase import is_wake_phrase_only, strip_wake_phrase
 
 #: Why a transcript that is only "Hey Jarvis" is not the question (the question is still to come).
 WAKE_PHRASE_ONLY = "only the wake word"
@@ -140,21 +140,3 @@ class LoopCounters:
                 "self_wakes_suppressed": self.self_wakes_suppressed, "stops": self.stops,
                 "stop_checks": self.stop_checks, "self_stops_suppressed": self.self_stops_suppressed,
                 "wake_checks": confirmations["asked"], "wake_checks_confirmed": confirmations["confirmed"]}
-
-
-_WORD = re.compile(r"[a-z']+")
-
-
-def strip_wake_phrase(text: str, phrases: tuple[str, ...]) -> str:
-    """Remove a wake phrase ("Hey Jarvis," or just "Jarvis,") Whisper heard at the start."""
-    stripped = text.strip()
-    tokens = list(_WORD.finditer(stripped.lower()))
-    for phrase in phrases:
-        words = phrase.lower().split()
-        # The phrase's tail alone counts too: the detector may fire before the whole phrase
-        # left the pre-roll. "hey" alone is a real start of a sentence, so the last word must match.
-        for first in range(len(words)):
-            tail = words[first:]
-            if [t.group() for t in tokens[:len(tail)]] == tail:
-                return stripped[tokens[len(tail) - 1].end():].lstrip(" ,.!?;:-").strip()
-    return stripped

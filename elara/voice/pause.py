@@ -19,9 +19,10 @@ import numpy as np
 
 from elara.voice.ahead import HeldReply, ReplyAhead
 from elara.voice.events import PauseJudged, TurnEvent
-from elara.voice.parts import VoiceParts, strip_wake_phrase
+from elara.voice.parts import VoiceParts
 from elara.voice.stt import Transcript
 from elara.voice.turn import Judgment, PauseSignals, answer_ahead, pause_limit_ms, read_again_wanted
+from elara.voice.wake_phrase import strip_wake_phrase
 
 log = logging.getLogger(__name__)
 

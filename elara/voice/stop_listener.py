@@ -21,9 +21,9 @@ from elara.audio.frames import FRAME_SECONDS, AudioFrame
 from elara.voice import dialogue as d
 from elara.voice.barge_in import PLAYED_WORDS_SECONDS
 from elara.voice.echo import SPEECH_OVER_PLAYBACK_MARGIN_DB, is_barge_in
-from elara.voice.parts import LoopCounters, VoiceParts, strip_wake_phrase
+from elara.voice.parts import LoopCounters, VoiceParts
 from elara.voice.stop import StopCandidate, StopSpotter, heard_stop
-from elara.voice.turn import said_wake_phrase
+from elara.voice.wake_phrase import said_wake_phrase, strip_wake_phrase
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,6 @@ from typing import TYPE_CHECKING
 
 from elara.voice.wake_phrase import is_wake_phrase_only, words
 
-# Until the voice loop imports it from `elara.voice.wake_phrase`, as stop.py does.
-from elara.voice.wake_phrase import said_wake_phrase as said_wake_phrase
-
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from elara.settings import ListeningSettings
 
