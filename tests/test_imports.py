@@ -1,4 +1,4 @@
-"""The import graph of `elara/` has no cycle, counting imports inside functions too.
+"""The import graph of `elara/` has no cycle and keeps its layers; no class or function is two things.
 
 A cycle hidden by a function-level import still couples two modules both ways; the next change to
 either can turn it into an ImportError at start-up, so none is allowed.
@@ -207,3 +207,19 @@ def test_the_foundation_imports_nothing_above_it():
 def test_the_top_level_holds_only_settings_config_and_errors():
     top = {path.stem for path in PACKAGE.glob("*.py")}
     assert top == {"__init__", "__main__", "settings", "config", "errors"}
+
+
+#: A class past this many lines, or a function past `FUNCTION_LINES`, is two things.
+CLASS_LINES = 400
+FUNCTION_LINES = 60
+
+
+def test_no_class_or_function_under_elara_is_two_things():
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            limit = (CLASS_LINES if isinstance(node, ast.ClassDef)
+                     else FUNCTION_LINES if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None)
+            if limit is not None and (lines := node.end_lineno - node.lineno + 1) > limit:
+                too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines (> {limit})")
+    assert not too_long, "\n".join(too_long)
