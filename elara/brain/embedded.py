@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from elara.brain import personalities
-from elara.brain.ollama import ModelInfo
+from elara.brain.ollama import ModelInfo, json_reply
 from elara.brain.thinking import strip_thinking
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError, ModelLoadError, ModelNotFoundError
@@ -472,13 +472,8 @@ class EmbeddedLanguageModel:
                             schema: Mapping[str, Any]) -> Any:
         """A reply constrained to `schema` by a llama.cpp grammar, parsed."""
         text = await self.complete(messages, format=schema)
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            raise LanguageModelError(
-                f"the embedded {self.model} did not finish its JSON reply ({len(text)} characters; "
-                "cut off at the token limit?): raise LanguageModel.Options.num_predict",
-                code="model_error") from None
+        return json_reply(text, f"the embedded {self.model} did not finish its JSON reply ({len(text)} "
+                                "characters; cut off at the token limit?): raise LanguageModel.Options.num_predict")
 
     async def embed(self, texts: list[str], model: str) -> list[list[float]]:
         """Not available: the embedded provider makes no embeddings."""

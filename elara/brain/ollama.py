@@ -141,13 +141,9 @@ class OllamaLanguageModel:
     async def complete_json(self, messages: Sequence[Mapping[str, str]],
                             schema: Mapping[str, Any]) -> Any:
         """A reply constrained to `schema`, parsed; LanguageModelError if it isn't JSON."""
-        text = await self.complete(messages, format=schema)
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            raise LanguageModelError(
-                f"{self.model} at {self.host} did not answer with JSON as asked "
-                "(a model without structured-output support?)", code="model_error") from None
+        return json_reply(await self.complete(messages, format=schema),
+                          f"{self.model} at {self.host} did not answer with JSON as asked "
+                          "(a model without structured-output support?)")
 
     async def embed(self, texts: list[str], model: str) -> list[list[float]]:
         """Embedding vectors for `texts` from Ollama's /api/embed with `model`."""
@@ -272,3 +268,11 @@ async def _close_quietly(parts: AsyncIterator[Any]) -> None:
         await aclose()
     except Exception:
         log.debug("closing the Ollama stream failed", exc_info=True)
+
+
+def json_reply(text: str, failure: str) -> Any:
+    """A reply asked for as JSON, parsed; LanguageModelError saying `failure` if it isn't JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise LanguageModelError(failure, code="model_error") from None

@@ -148,41 +148,31 @@ def piper_speech(text: str, *, length_scale: float = 1.0, varied: bool = False) 
     return _piper(text, float(length_scale), varied).copy()
 
 
-@functools.cache
-def _espeak(text: str, voice: str, speed: int, pitch: int) -> np.ndarray:
-    path = _cached("espeak", text, voice, speed, pitch)
+def _espeak_into(path: Path, args: list[str]) -> np.ndarray:
+    """espeak-ng run with `args`, at 16 kHz, kept at `path` (read from there when it is)."""
     if path.exists():
         return read_wav(path)[0]
     if not shutil.which("espeak-ng"):
         raise RuntimeError("espeak-ng is not installed (scripts/setup installs it)")
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         raw = Path(tmp) / "raw.wav"
-        subprocess.run(
-            ["espeak-ng", "-w", str(raw), "-s", str(speed), "-p", str(pitch), "-v", voice, text],
-            check=True,
-            capture_output=True,
-        )
+        subprocess.run(["espeak-ng", "-w", str(raw), *args], check=True, capture_output=True)
         native, rate = read_wav(raw)
     samples = resample(native, rate, SAMPLE_RATE)
     _store(path, samples)
     return samples
+
+
+@functools.cache
+def _espeak(text: str, voice: str, speed: int, pitch: int) -> np.ndarray:
+    return _espeak_into(_cached("espeak", text, voice, speed, pitch),
+                        ["-s", str(speed), "-p", str(pitch), "-v", voice, text])
 
 
 @functools.cache
 def _espeak_ssml(ssml: str, voice: str, speed: int, pitch: int) -> np.ndarray:
     path = _cached("ssml", ssml, voice, speed) if pitch == 50 else _cached("ssml", ssml, voice, speed, pitch)
-    if path.exists():
-        return read_wav(path)[0]
-    if not shutil.which("espeak-ng"):
-        raise RuntimeError("espeak-ng is not installed (scripts/setup installs it)")
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        raw = Path(tmp) / "raw.wav"
-        subprocess.run(["espeak-ng", "-m", "-w", str(raw), "-s", str(speed), "-p", str(pitch), "-v", voice, ssml],
-                       check=True, capture_output=True)
-        native, rate = read_wav(raw)
-    samples = resample(native, rate, SAMPLE_RATE)
-    _store(path, samples)
-    return samples
+    return _espeak_into(path, ["-m", "-s", str(speed), "-p", str(pitch), "-v", voice, ssml])
 
 
 def espeak_ssml(ssml: str, voice: str = "en-us", speed: int = 150, pitch: int = 50) -> np.ndarray:
