@@ -141,18 +141,30 @@ def detections(detector: WakeWordDetector, samples: np.ndarray, keeper: Keeper |
     return found
 
 
+def name_confirmed(check: PhraseCheck, name: str, log_odds: float) -> bool:
+    """The rule before the shipped one (`phrase_confirmed`): the name alone, spelled right, will do."""
+    def says(text: str) -> bool:
+        return names_wake_word(text, name, similarity=1.0)
+
+    return says(check.heard) or (says(check.prompted) and check.log_odds >= log_odds)
+
+
+def _rule(odds: float, whole: bool) -> Callable[[PhraseCheck], bool]:
+    return functools.partial(phrase_confirmed if whole else name_confirmed, name=bw.WAKE_MODEL, log_odds=odds)
+
+
 def confident_rule(odds: float | None, whole: bool = True) -> Callable[[PhraseCheck], bool]:
     """How a confident score's window is decided: unchecked (None) or the phrase check at `odds`,
     the phrase whole (as the daemon decides it) or the name alone (the rule before)."""
     if odds is None:
         return lambda c: True
-    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds, whole=whole)
+    return _rule(odds, whole)
 
 
 def doubtful_rule(odds: float, whole: bool = True) -> Callable[[PhraseCheck], bool]:
     """How a doubtful score's window is decided: the phrase check at `odds`, the phrase whole
     ("Hey Jarvis", as shipped) or the name alone."""
-    return functools.partial(phrase_confirmed, name=bw.WAKE_MODEL, log_odds=odds, whole=whole)
+    return _rule(odds, whole)
 
 
 #: (rule for a doubtful score's window, rule for a confident one's, which the detector asks about

@@ -587,9 +587,7 @@ def each_setting() -> Iterator[SettingInfo]:
                 yield SettingInfo(f"{name}[].{f.metadata['key']}", None, name, inner[f.name], f.metadata)
 
 
-def restart_only_keys() -> dict[str, str]:
-    """The settings a reload (SIGHUP) does not apply, as declared by `restart=True`: config key
-    ("Context.StorageRoot") → attribute path in Settings ("context.storage_root", for
-    `operator.attrgetter`). A list's entries count as the list ("Satellites")."""
-    return {s.key: s.attribute for s in each_setting()
-            if s.metadata.get("restart") and s.attribute is not None}
+def restart_only_keys() -> tuple[str, ...]:
+    """The config keys of the settings a reload (SIGHUP) does not apply, as declared by
+    `restart=True` ("Context.StorageRoot", …). A list's entries count as the list ("Satellites")."""
+    return tuple(s.key for s in each_setting() if s.metadata.get("restart") and s.attribute is not None)

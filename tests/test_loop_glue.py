@@ -341,7 +341,7 @@ def test_wake_question_reply_and_follow_up(start):
     async def scenario():
         await run_loop(rig, quiet(0.4) + [WAKE] + say(0) + quiet(0.8))
         assert rig.loop.state == d.FOLLOW_UP
-        timings = dict(rig.loop.turns.last.timings())
+        timings = dict(rig.loop.turns.last_finished.timings())
         await run_loop(rig, quiet(0.3) + say(1) + quiet(0.8))
         assert rig.loop.state == d.FOLLOW_UP
         await run_loop(rig, quiet(2.5))
@@ -571,8 +571,8 @@ def test_a_finished_question_is_answered_after_a_short_pause():
     asyncio.run(run_loop(rig, [WAKE] + say(WHOLE) + quiet(0.8)))
     # judged finished when the transcript came (240 ms in: no time passes for the fakes here),
     # ended at 250 ms: the 4th silent frame, 320 ms
-    assert rig.loop.turns.last.judgment()["verdict"] == "finished"
-    assert rig.loop.turns.last.timings()["speech_end_to_first_audio"] == pytest.approx(0.32, abs=0.01)
+    assert rig.loop.turns.last_finished.judgment()["verdict"] == "finished"
+    assert rig.loop.turns.last_finished.timings()["speech_end_to_first_audio"] == pytest.approx(0.32, abs=0.01)
     # the reply started ahead was the reply: the model was asked once
     assert rig.model.questions == [PHRASES[WHOLE]]
     assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
@@ -607,7 +607,7 @@ def test_an_unfinished_pause_that_goes_on_ends_at_max_pause():
         await run_loop(rig, quiet(0.3))
 
     asyncio.run(scenario())
-    assert rig.loop.turns.last.judgment()["verdict"] == "unfinished"
+    assert rig.loop.turns.last_finished.judgment()["verdict"] == "unfinished"
     assert rig.model.questions == [PHRASES[UNFINISHED]]  # nothing came: the words are the turn
 
 
@@ -646,10 +646,10 @@ def test_speech_resumed_after_a_speculation_leaves_no_trace(held):
 def test_an_undecided_pause_ends_after_end_silence_with_the_reply_ready():
     rig = make_rig(judge=True, speculate=True)
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
-    assert rig.loop.turns.last.judgment()["verdict"] == "unknown"
-    assert rig.loop.turns.last.judgment()["end_after_ms"] == 600
+    assert rig.loop.turns.last_finished.judgment()["verdict"] == "unknown"
+    assert rig.loop.turns.last_finished.judgment()["end_after_ms"] == 600
     assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
-    assert rig.loop.turns.last.timings()["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
+    assert rig.loop.turns.last_finished.timings()["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
 
 
 def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
@@ -659,7 +659,7 @@ def test_doubtful_words_are_read_again_and_the_second_reading_is_the_question():
     rig = make_rig(judge=True, speculate=True, read_again=reader)
     rig.transcriber.logprob = -1.0  # Whisper unsure of its first reading
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
-    assert reader.calls == 1 and rig.loop.turns.last.judgment()["verdict"] == "unknown"
+    assert reader.calls == 1 and rig.loop.turns.last_finished.judgment()["verdict"] == "unknown"
     assert rig.model.questions[-1] == "What is the capital of France?"
     assert stored(rig) == [(ChatRole.USER, "What is the capital of France?"),
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
@@ -688,7 +688,7 @@ def test_a_second_reading_that_agrees_keeps_the_reply_started_ahead():
     assert reader.calls == 1
     assert rig.model.questions == [PHRASES[0]]  # asked once, ahead, and adopted
     assert rig.loop.counters.speculations_discarded == 0
-    assert rig.loop.turns.last.timings()["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
+    assert rig.loop.turns.last_finished.timings()["speech_end_to_first_audio"] == pytest.approx(0.64, abs=0.01)
 
 
 def test_doubtful_words_whisper_is_fairly_sure_of_are_not_read_again():
@@ -696,7 +696,7 @@ def test_doubtful_words_whisper_is_fairly_sure_of_are_not_read_again():
     rig = make_rig(judge=True, speculate=True, read_again=reader)
     rig.transcriber.logprob = -0.5
     asyncio.run(run_loop(rig, [WAKE] + say(0) + quiet(0.8)))
-    assert rig.loop.turns.last.judgment()["verdict"] == "unknown"
+    assert rig.loop.turns.last_finished.judgment()["verdict"] == "unknown"
     assert reader.calls == 0 and rig.model.questions == [PHRASES[0]]
 
 
@@ -1287,7 +1287,7 @@ def test_the_wake_word_then_stop_ends_the_turn_at_once_and_opens_no_follow_up(tm
         await run_loop(rig, quiet(0.3) + [WAKE] + say(STOP, 0.5) + quiet(2.5))
 
     asyncio.run(scenario())
-    timings = rig.loop.turns.last.timings()
+    timings = rig.loop.turns.last_finished.timings()
     # Judged finished after 250 ms; a reply with nothing to say has no audio to wait for.
     assert timings["speech_end_to_turn_end"] is not None and timings["speech_end_to_turn_end"] < 0.5, timings
     assert timings["speech_end_to_first_audio"] is None
@@ -1490,7 +1490,7 @@ def test_a_turn_s_events_from_the_wake_word_to_the_end_of_the_reply():
         "Wake(hey_jarvis) 0.08", "Listening 0.08", "SpeechStart 0.32", "SpeechEnd 1.28",
         "Transcribed 1.52", "TurnEnd 1.92", "Prompt 1.92", "Committed 1.92", "FirstToken 1.92",
         "FirstAudio 1.92", "Done 1.92"]
-    assert rig.loop.turns.last is not None and rig.loop.turns.last.events == seen
+    assert rig.loop.turns.last_finished is not None and rig.loop.turns.last_finished.events == seen
 
 
 def test_a_judged_turn_is_answered_ahead_and_its_reply_heard_when_the_pause_ends():
@@ -1520,7 +1520,7 @@ def test_going_on_over_her_reply_drops_it_and_the_same_turn_goes_on():
     assert sum(isinstance(e, ev.Committed) for e in seen) == 1
     assert sum(isinstance(e, ev.Done) for e in seen) == 1
     # one turn: what was measured of the words before the person went on no longer counts
-    record = rig.loop.turns.last
+    record = rig.loop.turns.last_finished
     assert record is not None and record.last(ev.SpeechEnd).at > record.first(ev.GoneOn).at
 
 

@@ -138,6 +138,21 @@ def test_a_reload_rebuilds_exactly_the_parts_whose_slice_holds_the_changed_key(k
     assert restart_only_changes(BASE, new) == ([key] if key in restart_only_keys() else [])
 
 
+def test_a_value_that_means_the_same_to_the_second_model_keeps_it():
+    """The second Whisper reads only what the check and the re-reading ask of it: tuning
+    `ConfirmFrom` or the re-read beam, or moving the speech service, keeps it (the wake word,
+    whose slice holds the whole section, is built anew); turning the check off does not."""
+    def with_values(**sections: dict[str, Any]) -> schema.Settings:
+        tree = to_json(BASE, redact=False)
+        return bind({**tree, **{name: {**tree[name], **values} for name, values in sections.items()}})
+
+    tuned = with_values(WakeWord={"ConfirmFrom": 0.01}, SpeechToText={"ReadAgainBeamSize": 8})
+    assert set(PARTS) - kept(BASE, tuned) == {"wake"}
+    moved = with_values(SpeechToText={"Engine": "wyoming://127.0.0.1:10300"})
+    assert "second_check" in kept(moved, with_values(SpeechToText={"Engine": "wyoming://10.0.0.5:10300"}))
+    assert "second_check" not in kept(BASE, with_values(WakeWord={"ConfirmFrom": 0}))
+
+
 def test_noise_suppression_rebuilds_the_transcriber_alone():
     """The setting the hand-kept table once missed: the reload kept the old transcriber."""
     assert holding("SpeechToText.NoiseSuppression") == {"transcriber"}

@@ -93,5 +93,5 @@ def test_the_log_tells_each_event_to_whoever_watches_and_logs_the_turn_done(capl
     assert log.status() == {"last_turn": {}, "last_judgment": {}}
     with caplog.at_level(logging.INFO, logger="elara.voice.events"):
         log.finished(second)
-    assert log.last is second and log.status()["last_turn"]["total"] is None
+    assert log.last_finished is second and log.status()["last_turn"]["total"] is None
     assert "turn timings: wake_to_listening -" in caplog.text

@@ -129,8 +129,8 @@ def test_wake_question_reply_and_follow_up_window(loop_parts, ollama_server):
     question = chats(ollama_server)[0]["messages"][-1]["content"].lower()
     assert "capital of france" in question and "jarvis" not in question
     assert [m.role for m in store.read_tail(5)] == [ChatRole.USER, ChatRole.ASSISTANT]
-    assert set(loop.turns.last.timings()) >= {"speech_end_to_transcript", "speech_end_to_first_audio"}
-    assert loop.turns.last.timings()["speech_end_to_first_audio"] > 0
+    assert set(loop.turns.last_finished.timings()) >= {"speech_end_to_transcript", "speech_end_to_first_audio"}
+    assert loop.turns.last_finished.timings()["speech_end_to_first_audio"] > 0
 
 
 def test_speech_without_the_wake_word_and_noise_after_it_send_nothing(loop_parts, ollama_server):

@@ -99,7 +99,7 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
         from elara.voice.speech import SpeechSink
 
         voice = await asyncio.to_thread(load_text_to_speech, TextToSpeechSlice.of(settings))
-        speaker = open_speaker(SpeakerSlice.of(settings))
+        speaker = open_speaker(SpeakerSlice.of(settings), reference=False)
         speech = SpeechSink(voice, speaker, first_chunk_words=settings.text_to_speech.first_chunk_words)
         sink = TeeSink(printer, speech)
     try:

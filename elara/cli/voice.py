@@ -58,7 +58,7 @@ def _say(args: argparse.Namespace, settings: Settings) -> int:
         from elara.service.build import open_speaker
         from elara.service.slices import SpeakerSlice
 
-        speaker = open_speaker(SpeakerSlice.of(settings))
+        speaker = open_speaker(SpeakerSlice.of(settings), reference=False)
         try:
             await speaker.play(clip)
         finally:
@@ -98,7 +98,7 @@ def _question_reading(settings: Settings) -> QuestionReading:
     from elara.service.listening import question_reading, wake_phrases
     from elara.service.slices import SecondCheckSlice, SpeechToTextSlice, WakeWordSlice
 
-    names_only = dataclasses.replace(settings.wake_word, verifiers=(), shorten_pauses=False)
+    names_only = dataclasses.replace(settings.wake_word, verifiers=(), shorten_pauses=False, vad_threshold=0.0)
     with ThreadPoolExecutor(1) as pool:
         wake = pool.submit(load_wake_word, WakeWordSlice(names_only))
         transcriber = load_speech_to_text(SpeechToTextSlice.of(settings))

@@ -41,7 +41,7 @@ class DeviceRecorder:
 
         self._microphone = MicrophoneSlice.of(settings)
         self._voice = load_text_to_speech(TextToSpeechSlice.of(settings))
-        self._speaker = open_speaker(SpeakerSlice.of(settings))
+        self._speaker = open_speaker(SpeakerSlice.of(settings), reference=False)
 
     async def say(self, text: str) -> None:
         """Print and speak one prompt."""

@@ -121,6 +121,7 @@ class _Engines:
     transcriber: Transcriber | FailoverTranscriber
     synthesizer: PiperSynthesizer | FailoverSynthesizer
     second_check: Transcriber | None
+    vad: VoiceActivity
 
 
 @dataclass(frozen=True)
@@ -135,20 +136,44 @@ class _Opened:
     announcer: Announcer
     alarms: Alarms
     model_watch: ModelWatch
+    #: how to close what this build opened anew (not what it took over)
+    closers: tuple[Callable[[], Awaitable[None]], ...] = ()
+
+    async def close_new(self) -> None:
+        """Close what this build opened anew: it failed before the runtime was whole."""
+        for close in reversed(self.closers):
+            await close()
 
 
 async def build(settings: Settings, store: ConversationStore, *, previous: Runtime | None = None,
                 clock: Callable[[], float] = time.monotonic) -> Runtime:
     """Build (or, from `previous`, rebuild) every part; raises ElaraError on a bad model or device,
-    after closing whatever it had already opened."""
+    after closing whatever it had already opened, and before changing any part it took over."""
     taken = ({name: getattr(previous, name) for name in kept(previous.settings, settings)}
              if previous is not None else {})
     engines = await _load_engines(settings, taken)
     opened = await _open_parts(settings, store, taken, previous)
-    # The wake word and Whisper may each be reused or new: the check is wired afresh every time.
-    wake, transcriber, second_check = engines.wake, engines.transcriber, engines.second_check
-    wire_wake_check(wake, settings, transcriber, second_check)
-    vad = taken["vad"] if "vad" in taken else load_vad(VadSlice.of(settings))
+    try:
+        runtime, room_wakes = await _assemble(settings, store, previous, taken, engines, opened, clock)
+        # The wake words and Whisper may each be reused or new: each check is wired afresh, last,
+        # as wiring changes a detector a running loop may still be using.
+        for wake in (runtime.wake, *room_wakes):
+            wire_wake_check(wake, settings, engines.transcriber, engines.second_check)
+    except BaseException:
+        await opened.close_new()
+        raise
+    if previous is not None:
+        for key in restart_only_changes(previous.settings, settings):
+            log.warning("%s changed: it takes effect when Elara restarts", key)
+    return runtime
+
+
+async def _assemble(settings: Settings, store: ConversationStore, previous: Runtime | None,
+                    taken: dict[str, Any], engines: _Engines, opened: _Opened,
+                    clock: Callable[[], float]) -> tuple[Runtime, list[WakeWordDetector]]:
+    """The runtime over the engines and the opened parts: the cheap parts made anew, the rooms
+    (and the rooms' wake words, to be wired)."""
+    wake, transcriber, second_check, vad = engines.wake, engines.transcriber, engines.second_check, engines.vad
     echo = _echo_filter(settings, taken, opened.speaker)
     monitor = make_monitor(settings)
     speech = SpeechSink(engines.synthesizer, opened.speaker,
@@ -162,15 +187,12 @@ async def build(settings: Settings, store: ConversationStore, *, previous: Runti
                         wake=wake, vad=vad, transcriber=transcriber, orchestrator=orchestrator, speech=speech,
                         microphone=opened.microphone, echo=echo,
                         stop_words=settings.audio.stop_without_wake_word, second=second_check)
-    rooms = await _build_rooms(settings, store, previous, taken, engines, opened, monitor, clock)
-    if previous is not None:
-        for key in restart_only_changes(previous.settings, settings):
-            log.warning("%s changed: it takes effect when Elara restarts", key)
+    rooms, room_wakes = await _build_rooms(settings, store, previous, taken, engines, opened, monitor, clock)
     return Runtime(settings=settings, store=store, llm=opened.llm, memory=opened.memory, monitor=monitor,
                    wake=wake, vad=vad, transcriber=transcriber, synthesizer=engines.synthesizer,
                    second_check=second_check, microphone=opened.microphone, speaker=opened.speaker,
                    echo=echo, voice=voice, timers=opened.timers, announcer=opened.announcer,
-                   alarms=opened.alarms, model_watch=opened.model_watch, rooms=rooms)
+                   alarms=opened.alarms, model_watch=opened.model_watch, rooms=rooms), room_wakes
 
 
 async def _load_engines(settings: Settings, taken: dict[str, Any]) -> _Engines:
@@ -178,12 +200,13 @@ async def _load_engines(settings: Settings, taken: dict[str, Any]) -> _Engines:
     async def load(name: str, factory: Callable[[Any], T], s: Any) -> T:
         return taken[name] if name in taken else await asyncio.to_thread(factory, s)
 
-    wake, transcriber, synthesizer, second_check = await asyncio.gather(
+    wake, transcriber, synthesizer, second_check, vad = await asyncio.gather(
         load("wake", load_wake_word, WakeWordSlice.of(settings)),
         load("transcriber", load_speech_to_text, SpeechToTextSlice.of(settings)),
         load("synthesizer", load_text_to_speech, TextToSpeechSlice.of(settings)),
-        load("second_check", load_second_check, SecondCheckSlice.of(settings)))
-    return _Engines(wake, transcriber, synthesizer, second_check)
+        load("second_check", load_second_check, SecondCheckSlice.of(settings)),
+        load("vad", load_vad, VadSlice.of(settings)))
+    return _Engines(wake, transcriber, synthesizer, second_check, vad)
 
 
 async def _open_parts(settings: Settings, store: ConversationStore, taken: dict[str, Any],
@@ -214,7 +237,7 @@ async def _open_parts(settings: Settings, store: ConversationStore, taken: dict[
         for close in reversed(opened):
             await close()
         raise
-    return _Opened(microphone, speaker, llm, memory, book, announcer, alarms, model_watch)
+    return _Opened(microphone, speaker, llm, memory, book, announcer, alarms, model_watch, tuple(opened))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,9 +251,12 @@ async def open_microphone(s: MicrophoneSlice) -> Microphone:
     return microphone
 
 
-def open_speaker(s: SpeakerSlice) -> Speaker:
-    """The configured speaker (its stream opens as it plays); with echo cancelling it keeps what
-    it plays as the canceller's reference and stays open."""
+def open_speaker(s: SpeakerSlice, *, reference: bool = True) -> Speaker:
+    """The configured speaker (its stream opens as it plays). With `reference` (the daemon's) it
+    keeps what it plays, the echo canceller's reference, and with echo cancelling it stays open;
+    a command that only plays something asks for neither."""
+    if not reference:
+        return Speaker(s.device, latency=s.latency_ms / 1000)
     return Speaker(s.device, latency=s.latency_ms / 1000, history=PlaybackHistory(),
                    keep_open=s.echo_cancellation)
 
@@ -280,10 +306,11 @@ async def open_timers(store: ConversationStore, llm: Provider) -> tuple[TimerBoo
 
 async def _build_rooms(settings: Settings, store: ConversationStore, previous: Runtime | None,
                        taken: dict[str, Any], engines: _Engines, opened: _Opened, monitor: ContextMonitor,
-                       clock: Callable[[], float]) -> tuple[Room, ...]:
+                       clock: Callable[[], float]) -> tuple[tuple[Room, ...], list[WakeWordDetector]]:
     """Each satellite's room: its link and speaker (kept across reloads) and fresh voice parts over
     the shared engines, store and memory; its wake word and VAD are its own, taken over as
-    Elara's are. Satellites added or removed take effect at restart."""
+    Elara's are (returned beside the rooms, to be wired). Satellites added or removed take effect
+    at restart."""
     links = _room_links(settings, previous, clock)
     wakes = await asyncio.gather(*(_room_wake(settings, old if "wake" in taken else None)
                                    for _, _, _, old in links))
@@ -292,24 +319,24 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
     audio = dataclasses.replace(settings.audio, barge_in=False)
     rooms = []
     for (link, speaker, announcer, old), wake in zip(links, wakes):
-        wire_wake_check(wake, settings, engines.transcriber, engines.second_check)
         speech = SpeechSink(engines.synthesizer, speaker,
                             first_chunk_words=settings.text_to_speech.first_chunk_words, monotonic=clock)
         opened.alarms.add_room(link.name, announcer)
         commands = make_commands(settings, opened.timers, announcer, room=link.name)
         orchestrator = make_orchestrator(settings, store, opened.llm, speech, opened.memory, monitor, commands,
                                          room=link.name)
-        vad = old.vad if old is not None and "vad" in taken else load_vad(VadSlice.of(settings))
+        vad = old.vad if old is not None and "vad" in taken else await asyncio.to_thread(load_vad, VadSlice.of(settings))
         voice = voice_parts(settings, Dialogue.from_settings(settings.listening, audio, echo_cancelled=False),
                             wake=wake, vad=vad, transcriber=engines.transcriber, orchestrator=orchestrator,
                             speech=speech, microphone=link, second=engines.second_check)
         rooms.append(Room(link.name, link, speaker, announcer, voice))
-    return tuple(rooms)
+    return tuple(rooms), list(wakes)
 
 
-async def _room_wake(settings: Settings, running: VoiceParts | None) -> Any:
+async def _room_wake(settings: Settings, running: VoiceParts | None) -> WakeWordDetector:
     """A room's wake word: its running one (`running`'s), or one loaded from its slice."""
     if running is not None:
+        assert isinstance(running.wake, WakeWordDetector), "a room's wake word is built here"
         return running.wake
     return await asyncio.to_thread(load_wake_word, WakeWordSlice.of(settings))
 

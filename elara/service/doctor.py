@@ -9,6 +9,7 @@ a hung sound server, model or Ollama cannot hang the doctor.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -256,7 +257,8 @@ def check_models(settings: Settings, load: Callable[[Any], float] | None = None,
 
 def check_listening(settings: Settings) -> Check:
     """The wake word and Whisper load as the daemon builds them (thresholds, gate, verifiers,
-    beam, language, the second model), and the echo canceller it would run."""
+    beam, language, the second model), and the echo canceller it would run. With a remote speech
+    engine this is the local Whisper standing by; the service has its own check."""
     from elara.service.engines import load_second_check, load_wake_word, load_whisper
     from elara.service.listening import question_reading, wake_phrases
     from elara.service.slices import SecondCheckSlice, SpeechToTextSlice, WakeWordSlice
@@ -399,15 +401,15 @@ def check_language_model(settings: Settings) -> Check:
     """Which model answers (`LanguageModel.Provider`) and that it can: Ollama at LanguageModel.Host
     with LanguageModel.Model pulled, or the embedded model loading; `auto` passes with the
     embedded model when Ollama is away, saying why and how to get better answers."""
-    from elara.brain.ollama import OllamaLanguageModel, make_client
+    from elara.service.answering import make_ollama
+    from elara.service.slices import LanguageModelSlice
 
     lm = settings.language_model
     if lm.provider == "embedded":
         return check_embedded_model(settings, "LanguageModel.Provider is embedded")
-    seconds = ollama_timeout(settings)
-    llm = OllamaLanguageModel(make_client(lm.host, seconds), model=lm.model, host=lm.host,
-                              keep_alive=lm.keep_alive, options=dict(lm.options),
-                              timeout_seconds=seconds)
+    # the daemon's Ollama adapter, with the doctor's shorter wait
+    shorter = dataclasses.replace(lm, timeout_seconds=ollama_timeout(settings))
+    llm = make_ollama(LanguageModelSlice(shorter, settings.personalities))
 
     async def ask() -> ModelInfo:
         try:

@@ -148,8 +148,8 @@ def second_check_model(s: SecondCheckSlice) -> str | None:
     model as `SpeechToText.Model`, which would only read it the same way again."""
     name = (s.model or "").strip()
     # only a local Whisper's words are read again (`listening.read_again`)
-    reads_questions = s.reads_questions and s.read_again_beam_size > 0 and parse_engine(s.engine) is None
-    if not name or (s.confirm_from <= 0 and not reads_questions) or name == s.first_model.strip():
+    reads_questions = s.reads_questions and s.reads_again and s.local_first
+    if not name or (not s.checks_wakes and not reads_questions) or name == s.first_model.strip():
         return None
     return name
 

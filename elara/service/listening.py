@@ -1,6 +1,6 @@
 """How a turn is heard, wired from settings and the loaded engines: the voice loop's parts, the
 wake word's Whisper check, the reading of a question (the phantom filter, the end-of-turn judge,
-the second reading of doubtful words) and the reader of "stop" over her voice. The daemon, its
+the second reading of doubtful words) and the reader of "stop" over the playback. The daemon, its
 satellites' rooms, the doctor and `elara transcribe` all wire them here."""
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ def read_again(transcriber: SpeechToText, beam_size: int, second: Transcriber | 
     first one's language and through its cleaning, or else the local Whisper with the wider beam;
     of the first reading and those its beam ended with, the one both models find likeliest stands.
     None: no second reading — none asked for, the same model no wider than the first, or the words
-    are read by a remote engine. Of bench_stt's 528 questions, base read again the unsure ones to
-    78.6 % of key words where tiny.en at beam 5 read them to 74.8 % (`bench/stt.py`)."""
+    are read by a remote engine. Another model hears more of what the first misread than the same
+    model with a wider beam (docs/listening.md)."""
     if not isinstance(transcriber, Transcriber) or beam_size <= 0:
         return None
     if second is not None:
@@ -156,8 +156,8 @@ class SecondReadingWhenAsked:
 
 
 def stop_reader(transcriber: SpeechToText, wake_names: Sequence[str]) -> StopReader | None:
-    """What reads "stop" over her voice: the local Whisper told the stop commands and the wake
-    phrases, without noise suppression, which learns her residual echo as the noise and took
+    """What reads "stop" over the playback: the local Whisper told the stop commands and the wake
+    phrases, without noise suppression, which learns the residual echo as the noise and took
     "stop"s away (`bench/echo.py`); None: a remote engine, read as it is."""
     if not isinstance(transcriber, Transcriber):
         return None
@@ -207,10 +207,11 @@ def wire_wake_check(wake: WakeWordDetector, settings: Settings, transcriber: Spe
     Confident scores are checked only where a local Whisper can read the phrase: a remote
     transcript alone can't, so there they wake at once."""
     check = settings.wake_word
+    # the confirmer first: its noise suppression is what can fail, and then nothing has changed
+    confirmer = (transcript_confirmer(transcriber, check.confirm_beam_size, clean=_check_cleaner(), second=second)
+                 if check.confirm_from > 0 else None)
     wake.confirm_confident = check.confirm_confident and _local_whisper(transcriber) is not None
-    wake.confirm_with(transcript_confirmer(transcriber, check.confirm_beam_size, clean=_check_cleaner(),
-                                           second=second)
-                      if check.confirm_from > 0 else None)
+    wake.confirm_with(confirmer)
 
 
 def _check_cleaner() -> NoiseSuppressor:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import typing
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
 from elara.settings import (
@@ -23,29 +22,25 @@ from elara.settings import (
     MemorySettings,
     Settings,
     WakeWordSettings,
+    each_setting,
+    parse_engine,
     restart_only_keys,
 )
 
 
-def read(key: str) -> Any:
-    """A slice field holding the setting `key`: "Section.Key", or "Section" for a whole section."""
-    return field(metadata={"setting": key})
+def read(key: str, derive: Callable[[Any], Any] | None = None) -> Any:
+    """A slice field holding the setting `key` ("Section.Key", or "Section" for a whole section),
+    or, with `derive`, what the part makes of it (so another value that means the same to the part
+    changes nothing)."""
+    return field(metadata={"setting": key, "derive": derive})
 
 
 @functools.cache
 def _attribute_paths() -> dict[str, tuple[str, ...]]:
     """Every config key ("LanguageModel", "LanguageModel.Model", "Personalities") → where
     `Settings` holds it."""
-    paths: dict[str, tuple[str, ...]] = {}
-    hints = typing.get_type_hints(Settings)
-    for section in fields(Settings):
-        key = section.metadata["key"]
-        paths[key] = (section.name,)
-        kind = hints[section.name]
-        if isinstance(kind, type) and is_dataclass(kind):
-            for item in fields(kind):
-                paths[f"{key}.{item.metadata['key']}"] = (section.name, item.name)
-    return paths
+    sections = {section.metadata["key"]: (section.name,) for section in fields(Settings)}
+    return {**sections, **{s.key: tuple(s.attribute.split(".")) for s in each_setting() if s.attribute is not None}}
 
 
 def setting_keys() -> tuple[str, ...]:
@@ -76,7 +71,10 @@ class Slice:
     @classmethod
     def of(cls, settings: Settings) -> Self:
         """This slice of `settings`."""
-        values = {item.name: setting_value(settings, item.metadata["setting"]) for item in fields(cls)}
+        values = {}
+        for item in fields(cls):
+            value, derive = setting_value(settings, item.metadata["setting"]), item.metadata["derive"]
+            values[item.name] = derive(value) if derive is not None else value
         return cls(**values)
 
     @classmethod
@@ -150,12 +148,12 @@ class SecondCheckSlice(Slice):
     a question's doubtful words; loaded only where one of them asks for it."""
 
     model: str | None = read("WakeWord.ConfirmSecondModel")
-    confirm_from: float = read("WakeWord.ConfirmFrom")
+    checks_wakes: bool = read("WakeWord.ConfirmFrom", lambda confirm_from: confirm_from > 0)
     beam_size: int = read("WakeWord.ConfirmBeamSize")
     reads_questions: bool = read("SpeechToText.ReadAgainBySecondModel")
-    read_again_beam_size: int = read("SpeechToText.ReadAgainBeamSize")
+    reads_again: bool = read("SpeechToText.ReadAgainBeamSize", lambda beam_size: beam_size > 0)
     first_model: str = read("SpeechToText.Model")
-    engine: str = read("SpeechToText.Engine")
+    local_first: bool = read("SpeechToText.Engine", lambda engine: parse_engine(engine) is None)
     window_seconds: float = read("SpeechToText.WindowSeconds")
     no_speech_threshold: float = read("SpeechToText.NoSpeechThreshold")
 

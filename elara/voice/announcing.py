@@ -20,11 +20,11 @@ class AnnouncementPlayer:
     """Plays the announcer's next announcement when the loop is idle; owns its task."""
 
     def __init__(self, announcer: Announcer, *, clock: Callable[[], float],
-                 handle: Callable[[d.DialogueEvent], None], spoke: Callable[[float], None]) -> None:
+                 handle: Callable[[d.DialogueEvent], None], playback_ends: Callable[[float], None]) -> None:
         self.announcer = announcer
         self._clock = clock
         self._handle = handle  # tells the dialogue an announcement started or finished
-        self._spoke = spoke  # when her voice (and its tail) ends: the microphone may hear it until then
+        self._playback_ends = playback_ends  # when her voice (and its tail) ends: the microphone may hear it until then
         self.task: asyncio.Task[None] | None = None
 
     @property
@@ -61,7 +61,7 @@ class AnnouncementPlayer:
             await speech.stop()
             raise
         finally:
-            self._spoke(self._clock() + parts.speaker_tail_ms / 1000)
+            self._playback_ends(self._clock() + parts.speaker_tail_ms / 1000)
         if speech.failure is not None:
             self.announcer.failed(announcement, self._clock(), speech.failure)
         else:

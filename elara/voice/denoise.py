@@ -1,12 +1,10 @@
 """Noise suppression and gain: WebRTC's audio processing, through webrtc-noise-gain (the Home
 Assistant voice team's binding; wyoming-satellite's front end).
 
-Whisper hears the words of a question better through it: bench/stt.py measured tiny.en's
-key words on 528 questions in eight voices and five noise conditions at 73.9 % with suppression
-level 2 on each utterance against 71.3 % without (white noise at 10 dB SNR 62 → 68 %, clean speech
-the same), 76.6 against 74.8 % with the loop's second reading; levels 1 and 3 heard fewer. The
-wake word's own model is worse through it (bench/wake.py), so there it is an option that
-is off; Whisper's check of a wake hears through it.
+Whisper hears the words of a question better through it, above all in steady noise
+(`SpeechToText.NoiseSuppression`; docs/listening.md has the figures), and Whisper's check of a
+wake hears its window through it. The wake word's own model does worse through it, so its frames
+are never cleaned.
 """
 
 from __future__ import annotations

@@ -294,7 +294,7 @@ def is_barge_in(near_rms: float, far_rms: float, erle_db: float,
 
 
 def is_speech_over_playback(near_rms: float, far_rms: float, erle_db: float, residual_ratio: float | None,
-                       margin_db: float = SPEECH_OVER_PLAYBACK_MARGIN_DB) -> bool:
+                            margin_db: float = SPEECH_OVER_PLAYBACK_MARGIN_DB) -> bool:
     """Is a frame of speech while she talks the person's? Yes when the cleaned level `near_rms`
     stands `margin_db` above what cancelling has lately left of her voice (`residual_ratio`: the
     cleaned level per unit of far-end level, measured); until that is measured, `is_barge_in`'s
@@ -384,8 +384,8 @@ class EchoFilter:
         self._levels.append((out_rms, far_rms))
         self._mic_rms = near_rms
         # A frame that would pass for someone over her voice may be her own, the path moved.
-        during_playback = (far_rms >= FAR_ACTIVE_RMS and not self._remeasuring
-                    and is_speech_over_playback(out_rms, far_rms, self.erle_db, self.residual_ratio()))
+        speech_over_playback = (far_rms >= FAR_ACTIVE_RMS and not self._remeasuring
+                                and is_speech_over_playback(out_rms, far_rms, self.erle_db, self.residual_ratio()))
         if far_rms >= FAR_ACTIVE_RMS:
             self._residuals.append(out_rms / far_rms)
             self._heard.append(near_rms / far_rms)
@@ -398,7 +398,7 @@ class EchoFilter:
             # keeping a person going on over her unheard until her residual was measured again).
             if self._hears_playback():
                 self._measure_delay(far, near, far_rms)
-        if during_playback:
+        if speech_over_playback:
             self.moved()
         if self.counters.processed % 25 == 0:
             log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",

@@ -193,7 +193,9 @@ class TurnLog:
         #: called with every event as it is recorded (tests, and whoever else watches the turns)
         self.observers: list[Callable[[TurnEvent], None]] = []
         self.current = self.begin()
-        self.last: TurnRecord | None = None
+        #: the last turn whose reply ended
+        self.last_finished: TurnRecord | None = None
+        self._status: dict[str, Any] = {"last_turn": {}, "last_judgment": {}}
 
     def begin(self) -> TurnRecord:
         """A new turn begins: its record is the current one."""
@@ -205,15 +207,14 @@ class TurnLog:
         self.current.add(event)
 
     def finished(self, record: TurnRecord) -> None:
-        """The reply of `record`'s turn ended: it is the last turn now, and its figures are logged."""
-        self.last = record
+        """The reply of `record`'s turn ended: its figures are logged and are the last turn's."""
+        self.last_finished = record
+        self._status = {"last_turn": record.timings(), "last_judgment": record.judgment()}
         log.info("turn timings: %s", record.summary())
 
     def status(self) -> dict[str, Any]:
-        """The last turn's timings and end-of-turn judgment, for `elara status`."""
-        last = self.last
-        return {"last_turn": last.timings() if last is not None else {},
-                "last_judgment": last.judgment() if last is not None else {}}
+        """The last finished turn's timings and end-of-turn judgment, for `elara status`."""
+        return {key: dict(value) for key, value in self._status.items()}
 
     def _notify(self, event: TurnEvent) -> None:
         for observer in self.observers:

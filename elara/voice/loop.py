@@ -81,7 +81,7 @@ class VoiceLoop:
         self._clock = clock
         self._on_state = on_state
         self._listening = False
-        self.words = Utterance(parts.pre_roll_ms)
+        self.utterance = Utterance(parts.pre_roll_ms)
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
         self._speaking_until = 0.0
         self._swap: _Swap | None = None
@@ -91,17 +91,17 @@ class VoiceLoop:
         self.ahead = ReplyAhead(clock=clock, counters=self.counters, record=self.turns.add)
         self.going_on = GoingOnWindow(clock=clock, counters=self.counters, record=self.turns.add)
         self.replies = ReplySpeaker(clock=clock, counters=self.counters, ahead=self.ahead,
-                                    going_on=self.going_on, spoke=self._spoke_until)
+                                    going_on=self.going_on, playback_ends=self._playback_ends_at)
         self.pauses = PauseReader(clock=clock, ahead=self.ahead, record=self.turns.add,
                                   listening=lambda: self._listening, on_segment=self._on_segment_event)
         self.stop_listener = StopListener(
-            counters=self.counters, state=lambda: self.state, ringing=self._ringing,
+            counters=self.counters, parts=lambda: self.parts, state=lambda: self.state, ringing=self._ringing,
             explained=lambda name, near, far, played: self.wakes.explained(name, near, far, played, self.parts.echo),
             on_stop=self._stop_heard, on_wake=self._on_wake)
         #: what to say unasked, at idle moments (it outlives reloads, as the loop does)
         self._announcer = announcer
         self.announcements = (AnnouncementPlayer(announcer, clock=clock, handle=self._handle,
-                                                 spoke=self._spoke_until)
+                                                 playback_ends=self._playback_ends_at)
                               if announcer is not None else None)
 
     @property
@@ -206,7 +206,7 @@ class VoiceLoop:
             if state == d.IDLE or (state in (d.SPEAKING, d.ANNOUNCING) and self.parts.dialogue.barge_in):
                 await self.wakes.feed(frame, self.parts, self._speaking_until)
         await self.stop_listener.feed(frame, self.parts, self._stop_wanted(frame))
-        self.words.keep(frame)
+        self.utterance.keep(frame)
 
     # -- swapping parts ------------------------------------------------------------------------
 
@@ -217,7 +217,7 @@ class VoiceLoop:
         assert self._swap is not None
         old, new = self.parts, self._swap.parts
         self.parts = new
-        self.words.resize(new.pre_roll_ms)
+        self.utterance.resize(new.pre_roll_ms)
         new.wake.reset()
         self._swap.done.set_result(old)
         log.info("new settings in use")
@@ -229,7 +229,7 @@ class VoiceLoop:
     def _on_wake(self, name: str, at: float, how: str) -> None:
         """Wake word `name`, heard at `at`, counts: start listening (over her reply, a barge-in)."""
         log.info("wake word %s (%s)", name, how)
-        self.wakes.woke()
+        self.wakes.wake_counted()
         if self.state != d.IDLE:
             self.counters.barge_ins += 1
             self._close_going_on()  # a new turn over the reply: the one it answers stays stored
@@ -241,7 +241,7 @@ class VoiceLoop:
     # -- the person's words --------------------------------------------------------------------
 
     async def _feed_segmenter(self, frame: AudioFrame) -> None:
-        for event in await self.words.hear(frame, self.parts, self._speaking_until):
+        for event in await self.utterance.hear(frame, self.parts, self._speaking_until):
             self._on_segment_event(event, frame.captured_at)
 
     def _on_segment_event(self, event: object, now: float) -> None:
@@ -253,13 +253,13 @@ class VoiceLoop:
             # Open the speaker too: opening the device would otherwise delay the first sentence.
             self._spawn(self.parts.speech.prepare(), "prepare-speaker")
             span = (event.start, event.end)
-            self.pauses.at_pause(span, self.words.slice(*span), self.parts)
+            self.pauses.at_pause(span, self.utterance.slice(*span), self.parts)
         elif isinstance(event, SpeechResumed):
             self.pauses.forget()
             self.ahead.drop("speech resumed", self.parts)
         elif isinstance(event, UtteranceEnded):
-            self.words.ended = event
-            spoke = self.words.last_speech_at
+            self.utterance.ended = event
+            spoke = self.utterance.last_speech_at
             if spoke is not None:
                 self.turns.add(SpeechEnd(at=spoke))
             self.turns.add(TurnEnd(at=now))
@@ -280,7 +280,7 @@ class VoiceLoop:
         if self.going_on.over(frame.captured_at) or self.state not in _TURN_TAKEN:
             self._close_going_on()
             return False
-        self.words.frames.append(frame)
+        self.utterance.frames.append(frame)
         seen = await self.going_on.weigh(frame, self.parts, self.state)
         if seen is GoingOn.OVER:
             self._close_going_on()
@@ -298,7 +298,7 @@ class VoiceLoop:
     def _close_going_on(self) -> None:
         """The person did not go on (or began something else): the turn is theirs to keep."""
         if self.going_on.close():
-            self.words.frames = []  # the transcription took its slice when it began
+            self.utterance.frames = []  # the transcription took its slice when it began
 
     # -- "stop" without the wake word ----------------------------------------------------------
 
@@ -329,7 +329,7 @@ class VoiceLoop:
         if state in (d.SPEAKING, d.ANNOUNCING):
             self._handle(d.StopHeard(at=self._clock()))
 
-    def _spoke_until(self, at: float) -> None:
+    def _playback_ends_at(self, at: float) -> None:
         self._speaking_until = at
 
     # -- intents -------------------------------------------------------------------------------
@@ -379,29 +379,29 @@ class VoiceLoop:
         if intent.resumed:
             # The same turn goes on: its words so far, the pause, and the speech that went on
             # (already heard) are one utterance; the segmenter starts on that speech.
-            for frame in self.words.resume(self.going_on.resume()):
+            for frame in self.utterance.resume(self.going_on.resume()):
                 for event in segmenter.feed(frame.duration, True):
                     self._on_segment_event(event, frame.captured_at)
             return
         self._close_going_on()
         self.parts.vad.reset()
-        self.words.begin(follow_up=intent.follow_up)
+        self.utterance.begin(follow_up=intent.follow_up)
         if intent.follow_up:
             self.turns.begin()
         self.turns.add(Listening(at=self._clock()))
 
     async def _transcribe(self, turn: int) -> None:
-        utterance = self.words.ended
+        utterance = self.utterance.ended
         assert utterance is not None, "Transcribe comes only after UtteranceCaptured"
         span = (utterance.start, utterance.end)
         try:
-            transcript, came = await self.pauses.final(span, self.parts, lambda: self.words.slice(*span))
+            transcript, came = await self.pauses.final(span, self.parts, lambda: self.utterance.slice(*span))
         except Exception as exc:  # speech-to-text failing must not end the daemon
             self._transcription_failed(exc, turn)
             return
         finally:
             if not self.going_on.open and turn == self.parts.dialogue.turn:
-                self.words.frames = []  # else kept while the person may still go on with these words
+                self.utterance.frames = []  # else kept while the person may still go on with these words
         now = self._clock()
         self.turns.add(Transcribed(at=came if came is not None else now))
         self._on_transcript(transcript, turn, now)

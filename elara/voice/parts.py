@@ -32,7 +32,7 @@ class WakeWord(Protocol):
 
     #: Wakes handed to the Whisper check ("asked") and those it confirmed ("confirmed").
     confirmations: dict[str, int]
-    #: True while she speaks (the loop sets it): the engine may then wake sooner, unchecked.
+    #: True while she speaks (the wake listener sets it): the engine may then wake sooner, unchecked.
     during_playback: bool
 
     def process(self, frame: AudioFrame) -> WakeDetection | None:

@@ -20,12 +20,12 @@ class ReplySpeaker:
     """Speaks one reply at a time, to its end or until cut off."""
 
     def __init__(self, *, clock: Callable[[], float], counters: LoopCounters, ahead: ReplyAhead,
-                 going_on: GoingOnWindow, spoke: Callable[[float], None]) -> None:
+                 going_on: GoingOnWindow, playback_ends: Callable[[float], None]) -> None:
         self._clock = clock
         self._counters = counters
         self._ahead = ahead
         self._going_on = going_on
-        self._spoke = spoke  # when her voice (and its tail) ends: the microphone may hear it until then
+        self._playback_ends = playback_ends  # when her voice (and its tail) ends: the microphone may hear it until then
 
     async def speak(self, prompt: PromptReady, parts: VoiceParts, record: TurnRecord) -> TurnResult:
         """Answer `prompt` aloud and wait until the reply is heard; its moments go to `record`."""
@@ -49,7 +49,7 @@ class ReplySpeaker:
             record.add(Dropped(at=self._clock(), why="the reply was cut off"))
             await speech.stop()
             raise
-        self._spoke(self._clock() + parts.speaker_tail_ms / 1000)
+        self._playback_ends(self._clock() + parts.speaker_tail_ms / 1000)
         if isinstance(result.error, LanguageModelError):
             self._counters.model_errors += 1
         if result.timings.first_token is not None:

@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 log = logging.getLogger(__name__)
 
 CONNECT_SECONDS = 3.0
-#: A satellite streams ≈16 chunks a second; this long without one and the link is dead.
+#: A satellite streams ≈16 chunks a second; this long without one and the link is dead. A reply
+#: it takes no audio of for this long fails as the speaker would (AudioDeviceError), not hangs.
 QUIET_SECONDS = 5.0
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 30.0

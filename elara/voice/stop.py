@@ -110,12 +110,12 @@ def _stems(text: str) -> list[str]:
     return [w.split("'")[0] for w in words(text) if w.split("'")[0]]
 
 
-def _without_played_words(heard: list[str], hers: set[str]) -> list[str]:
-    """`heard` without the words at its start and end that she was saying herself."""
+def _without_played_words(heard: list[str], played: set[str]) -> list[str]:
+    """`heard` without the words at its start and end that she was saying herself (`played`)."""
     start, end = 0, len(heard)
-    while start < end and heard[start] in hers:
+    while start < end and heard[start] in played:
         start += 1
-    while end > start and heard[end - 1] in hers:
+    while end > start and heard[end - 1] in played:
         end -= 1
     return heard[start:end]
 

@@ -47,17 +47,18 @@ class OverPlayback:
 class StopListener:
     """Finds short utterances over her voice and reads them for "stop", one check at a time."""
 
-    def __init__(self, *, counters: LoopCounters, state: Callable[[], str], ringing: Callable[[], bool],
-                 explained: Callable[[str, float, float, str], bool],
+    def __init__(self, *, counters: LoopCounters, parts: Callable[[], VoiceParts], state: Callable[[], str],
+                 ringing: Callable[[], bool], explained: Callable[[str, float, float, str], bool],
                  on_stop: Callable[[], None], on_wake: Callable[[str, float, str], None]) -> None:
         self._counters = counters
+        self._parts = parts  # the parts in use now (a reload may swap them while a check runs)
         self._state = state
         self._ringing = ringing
         self._explained = explained  # could her own voice explain the wake word heard over it?
         self._on_stop = on_stop
         self._on_wake = on_wake
         self._spotter = StopSpotter()
-        self._listening = False
+        self._spotting = False
         self._frames: collections.deque[AudioFrame] = collections.deque(maxlen=KEPT_FRAMES)
         self._fed = 0  # frames fed to the spotter since it was reset
         self._epoch = 0  # bumped whenever listening starts or ends: older checks are moot
@@ -77,12 +78,12 @@ class StopListener:
     async def feed(self, frame: AudioFrame, parts: VoiceParts, wanted: bool) -> None:
         """One frame; `wanted`: "stop" is listened for now."""
         if not wanted:
-            if self._listening:
-                self._listening, self._next = False, None
+            if self._spotting:
+                self._spotting, self._next = False, None
                 self._epoch += 1
             return
-        if not self._listening:
-            self._listening = True
+        if not self._spotting:
+            self._spotting = True
             self._epoch += 1
             self._spotter.reset()
             parts.vad.reset()
@@ -149,7 +150,7 @@ class StopListener:
             return
         waiting, self._next = self._next, None
         if waiting is not None and waiting[1] == self._epoch:
-            self._check_soon(waiting[0], parts)
+            self._check_soon(waiting[0], self._parts())
 
     async def _read(self, heard: OverPlayback, epoch: int, parts: VoiceParts) -> str | None:
         """What the words over her voice ask, still when the check is done: `_STOP`, the name of

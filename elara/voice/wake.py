@@ -21,7 +21,7 @@ from elara.errors import ModelLoadError, ModelNotFoundError
 from elara.voice.models import WAKE_WORD_KEY, friendly_wake_name
 from elara.voice.stt import PhraseCheck
 from elara.voice.verifier import VERIFY_FROM, WakeVerifier
-from elara.voice.wake_phrase import names_wake_word, says_wake_phrase
+from elara.voice.wake_phrase import says_wake_phrase
 
 log = logging.getLogger(__name__)
 
@@ -66,23 +66,18 @@ SECOND_CONFIDENT_LOG_ODDS = -8.0
 Confirmer = Callable[[np.ndarray, str, bool], bool]
 
 
-def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LOG_ODDS, *,
-                     whole: bool = True) -> bool:
+def phrase_confirmed(check: PhraseCheck, name: str, log_odds: float = CONFIRM_LOG_ODDS) -> bool:
     """A doubtful wake stands when Whisper writes the wake phrase itself, or writes it when told
     the wake phrase came just before and that reading's log odds against its own are at least
-    `log_odds` (−3: at most ≈20 times less likely). Whisper alone mishears a flat or accented "Hey
-    Jarvis" ("A jar of bits"), and told the phrase it writes it into anything; the odds part what
-    it can hear as the phrase from what only the hint put there. The name must be spelled right
-    here: "Jervis" is a near miss, not a match. With `whole` (the daemon's rule), the phrase must
-    be whole ("Hey Jarvis"): a name in passing ("Calling Jarvie, Rhys…", which Whisper writes
-    "Jarvis") can be read as the name, even under a confident score; without it, the name alone
-    will do (an older rule, kept for `bench/wake_live.py --rules`)."""
-    def says(text: str) -> bool:
-        return says_wake_phrase(text, name) if whole else names_wake_word(text, name, similarity=1.0)
-
-    if says(check.heard):
+    `log_odds` (the default −6: at most ≈400 times less likely). Whisper alone mishears a flat or
+    accented "Hey Jarvis" ("A jar of bits"), and told the phrase it writes it into anything; the
+    odds part what it can hear as the phrase from what only the hint put there. The name must be
+    spelled right here: "Jervis" is a near miss, not a match. The phrase must be whole ("Hey
+    Jarvis"): a name in passing ("Calling Jarvie, Rhys…", which Whisper writes "Jarvis") can be
+    read as the name, even under a confident score."""
+    if says_wake_phrase(check.heard, name):
         return True
-    return says(check.prompted) and check.log_odds >= log_odds
+    return says_wake_phrase(check.prompted, name) and check.log_odds >= log_odds
 
 
 @dataclass(frozen=True)

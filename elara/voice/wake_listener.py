@@ -28,7 +28,7 @@ class WakeListener:
         # scores (here, not at the wake: it may be scoring a frame in its thread right then).
         self._woke = False
 
-    def woke(self) -> None:
+    def wake_counted(self) -> None:
         """A wake counted (heard here or read by the stop listener): start afresh next frame."""
         self._woke = True
 

@@ -68,8 +68,10 @@ def says_wake_phrase(text: str, name: str) -> bool:
 def names_wake_word(text: str, name: str, similarity: float = HEARD_NAME_SIMILARITY) -> bool:
     """Whether a transcript holds the wake word's name ("hey_jarvis" → a word like "jarvis"), alone
     or split in two ("Jar vis"), at least `similarity` alike (1.0: spelled right)."""
-    target = words(name)[-1]
-    said = words(text)
+    named = words(name)
+    if not named:
+        return False
+    target, said = named[-1], words(text)
     candidates = said + [a + b for a, b in zip(said, said[1:], strict=False)]
     return any(difflib.SequenceMatcher(None, word, target).ratio() >= similarity for word in candidates)
 
