@@ -131,6 +131,13 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _say(line: dict[str, Any], endpoint: str, text: str, thinking: str | None) -> None:
+    """Put the reply's `text` (and its `thinking`) where `endpoint`'s lines carry them."""
+    where = line["message"] if endpoint == "chat" else line
+    where["content" if endpoint == "chat" else "response"] = text
+    if thinking:
+        where["thinking"] = thinking
+
 class FakeOllamaServer:
     """An HTTP/1.1 Ollama look-alike on 127.0.0.1 in a background thread, with injectable faults.
 
@@ -497,13 +504,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _line(endpoint: str, name: str, text: str, *, thinking: str | None = None) -> dict:
         line: dict[str, Any] = {"model": name, "created_at": _now()}
         if endpoint == "chat":
-            line["message"] = {"role": "assistant", "content": text}
-            if thinking:
-                line["message"]["thinking"] = thinking
-        else:
-            line["response"] = text
-            if thinking:
-                line["thinking"] = thinking
+            line["message"] = {"role": "assistant"}
+        _say(line, endpoint, text, thinking)
         line["done"] = False
         return line
 
@@ -534,14 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _whole_reply(self, endpoint: str, body: dict) -> dict:
         thinking, text = self._reply(endpoint, body)
         line = self._done_line(endpoint, body, len(fragments(thinking)) + len(fragments(text)))
-        if endpoint == "chat":
-            line["message"]["content"] = text
-            if thinking:
-                line["message"]["thinking"] = thinking
-        else:
-            line["response"] = text
-            if thinking:
-                line["thinking"] = thinking
+        _say(line, endpoint, text, thinking)
         return line
 
     def _load_reply(self, endpoint: str, body: dict) -> dict:
