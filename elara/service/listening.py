@@ -19,7 +19,7 @@ from elara.voice.denoise import NoiseSuppressor
 from elara.voice.dialogue import Dialogue
 from elara.voice.echo import EchoFilter
 from elara.voice.endpoint import Segmenter
-from elara.voice.parts import FrameSource, ReadAgain, SpeechToText, VoiceParts
+from elara.voice.parts import FrameSource, ReadAgain, SpeechToText, VoiceParts, heard
 from elara.voice.speech import SpeechSink
 from elara.voice.stop import StopReader
 from elara.voice.stt import SecondReading, Transcriber, Transcript, phantom_reason
@@ -34,10 +34,8 @@ from elara.voice.wake import (
     phrase_confirmed,
 )
 from elara.voice.wake_phrase import (
-    is_wake_phrase_only,
     names_wake_word,
     spoken_wake_phrase,
-    strip_wake_phrase,
 )
 
 log = logging.getLogger(__name__)
@@ -92,12 +90,8 @@ def question_reading(settings: Settings, transcriber: SpeechToText, wake_phrases
 
 
 def is_question(reading: QuestionReading, transcript: Transcript) -> bool:
-    """Whether the voice loop takes `transcript` for a question: not a phantom, nor the wake
-    phrase alone."""
-    if reading.phantom_reason(transcript) is not None:
-        return False
-    text = strip_wake_phrase(transcript.text, reading.wake_phrases)
-    return bool(text) and not is_wake_phrase_only(text, reading.wake_phrases)
+    """Whether the voice loop takes `transcript` for a question (`parts.heard`)."""
+    return heard(transcript, reading.phantom_reason, reading.wake_phrases)[1] is None
 
 
 def read_recording(reading: QuestionReading, samples: np.ndarray) -> Transcript:
@@ -107,11 +101,8 @@ def read_recording(reading: QuestionReading, samples: np.ndarray) -> Transcript:
     first = reading.transcriber.transcribe(samples)
     if reading.read_again is None or reading.judge is None or not is_question(reading, first):
         return first
-    command = reading.is_command is not None and reading.is_command(
-        strip_wake_phrase(first.text, reading.wake_phrases))
-    judgment = reading.judge.judge(PauseSignals(
-        silence_ms=reading.judge.thresholds.max_pause_ms, transcript=first.text,
-        transcript_logprob=first.avg_logprob, command=command))
+    judgment = reading.judge.judge(PauseSignals.read(reading.judge.thresholds.max_pause_ms, first,
+                                                     reading.wake_phrases, reading.is_command))
     if not read_again_wanted(judgment, first.avg_logprob):
         return first
     second = reading.read_again.reread(samples, first)

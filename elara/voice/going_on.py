@@ -39,11 +39,6 @@ class GoingOnWindow:
         """True while the person may still go on with the turn."""
         return self._watch is not None
 
-    @property
-    def speech_frames(self) -> int:
-        """How many frames the speech that went on spans (0 when the window is closed)."""
-        return 0 if self._watch is None else self._watch.speech_frames
-
     def start(self, until: float, min_speech_ms: int) -> None:
         """Open the window until `until`: the person's speech ended `GoOnMs` before."""
         self._watch = GoOnWatch(until=until, min_speech_ms=min_speech_ms)
@@ -97,7 +92,7 @@ class GoingOnWindow:
     def resume(self) -> int:
         """The same turn goes on: close the window without committing; how many frames the speech
         that went on spans."""
-        frames = self.speech_frames
+        frames = 0 if self._watch is None else self._watch.speech_frames
         self._watch, self._commits = None, []
         return frames
 

@@ -105,11 +105,7 @@ class VoiceParts:
 
     def heard(self, transcript: Transcript) -> tuple[str, str | None]:
         """The user's words without the wake phrase, and why they are no question (or None)."""
-        reason = self.phantom_reason(transcript)
-        text = strip_wake_phrase(transcript.text, self.wake_phrases)
-        if reason is None and (not text or is_wake_phrase_only(text, self.wake_phrases)):
-            reason = WAKE_PHRASE_ONLY
-        return text, reason
+        return heard(transcript, self.phantom_reason, self.wake_phrases)
 
 
 @dataclass
@@ -140,3 +136,14 @@ class LoopCounters:
                 "self_wakes_suppressed": self.self_wakes_suppressed, "stops": self.stops,
                 "stop_checks": self.stop_checks, "self_stops_suppressed": self.self_stops_suppressed,
                 "wake_checks": confirmations["asked"], "wake_checks_confirmed": confirmations["confirmed"]}
+
+
+def heard(transcript: Transcript, phantom_reason: Callable[[Transcript], str | None],
+          wake_phrases: tuple[str, ...]) -> tuple[str, str | None]:
+    """The user's words in `transcript` without the wake phrase, and why they are no question
+    (a phantom, or the wake phrase alone), or None."""
+    reason = phantom_reason(transcript)
+    text = strip_wake_phrase(transcript.text, wake_phrases)
+    if reason is None and (not text or is_wake_phrase_only(text, wake_phrases)):
+        reason = WAKE_PHRASE_ONLY
+    return text, reason

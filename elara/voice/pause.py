@@ -22,7 +22,6 @@ from elara.voice.events import PauseJudged, TurnEvent
 from elara.voice.parts import VoiceParts
 from elara.voice.stt import Transcript
 from elara.voice.turn import Judgment, PauseSignals, answer_ahead, pause_limit_ms, read_again_wanted
-from elara.voice.wake_phrase import strip_wake_phrase
 
 log = logging.getLogger(__name__)
 
@@ -152,13 +151,8 @@ class PauseReader:
             return None
         segmenter = parts.segmenter
         began = self._clock()
-        command = (transcript is not None and parts.is_command is not None
-                   and parts.is_command(strip_wake_phrase(transcript.text, parts.wake_phrases)))
-        judgment = parts.judge.judge(PauseSignals(
-            silence_ms=segmenter.silence_ms,
-            transcript=None if transcript is None else transcript.text,
-            transcript_logprob=None if transcript is None else transcript.avg_logprob,
-            command=command))
+        judgment = parts.judge.judge(
+            PauseSignals.read(segmenter.silence_ms, transcript, parts.wake_phrases, parts.is_command))
         self._record(PauseJudged(at=began, verdict=judgment.verdict.value, reason=judgment.reason,
                                  silence_ms=segmenter.silence_ms, end_after_ms=judgment.end_after_ms,
                                  seconds=self._clock() - began))

@@ -21,14 +21,15 @@ other signals say: the wake phrase never ends a turn by itself.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from elara.voice.wake_phrase import is_wake_phrase_only, words
+from elara.voice.wake_phrase import is_wake_phrase_only, strip_wake_phrase, words
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from elara.settings import ListeningSettings
+    from elara.voice.stt import Transcript
 
 
 class Ending(enum.Enum):
@@ -117,6 +118,15 @@ class PauseSignals:
     transcript: str | None = None  # the speculative transcript of the audio so far
     transcript_logprob: float | None = None  # Whisper's average log probability of it
     command: bool = False  # the transcript is a whole local command ("stop", "set a timer for …")
+
+    @classmethod
+    def read(cls, silence_ms: float, transcript: Transcript | None, wake_phrases: tuple[str, ...],
+             is_command: Callable[[str], bool] | None) -> PauseSignals:
+        """The signals of a pause from its silence and the words read in it (None: none read)."""
+        if transcript is None:
+            return cls(silence_ms)
+        command = is_command is not None and is_command(strip_wake_phrase(transcript.text, wake_phrases))
+        return cls(silence_ms, transcript.text, transcript.avg_logprob, command)
 
 
 #: how long a doubtful pause waits when the person going on after she began is heard: the reply's
