@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.common import percentile
 from elara.config import load_settings
-from elara.conversation.context import TURN_ROLES, LastNContextProvider, TokenBudgetContextProvider
+from elara.conversation.context import TURN_ROLES, LastNContextProvider
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
@@ -62,8 +62,8 @@ def main() -> int:
         store = ConversationStore(Path(tmp), "bench")
         fill(store, 2000)
         renderer = OllamaChatRenderer()
-        store_backed = PromptBuilder(system, [TokenBudgetContextProvider(
-            LastNContextProvider(store), settings.context.max_history_tokens)])
+        store_backed = PromptBuilder(system, [LastNContextProvider(
+            store, settings.context.max_history_tokens)])
         print(f"prompt build + render, LastN=6, {args.runs} runs")
         print("| path | median | p99 |\n| --- | --- | --- |")
         report("real store (read_tail in a worker thread) + budget + chat render",

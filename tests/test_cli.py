@@ -76,7 +76,7 @@ def test_chat_reads_turns_until_eof(tmp_path, env, ollama_server):
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.strip().splitlines()) == 2
     last = ollama_server.turns()[-1]
-    assert [m["content"] for m in last["messages"][1:]][0] == "first question"
+    assert [m["content"] for m in last["messages"][1:]][0].endswith("UTC] first question")
     assert len(store_of(tmp_path).read_tail(10)) == 4
 
 

@@ -21,7 +21,7 @@ from elara.brain.embedded import (
 )
 from elara.brain.orchestrator import Orchestrator
 from elara.config import load_settings
-from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
+from elara.conversation.context import LastNContextProvider
 from elara.conversation.messages import ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import ChatRequest, GenerateRequest, OllamaChatRenderer
@@ -260,7 +260,7 @@ def test_the_orchestrator_runs_a_turn_and_stores_both_messages(tmp_path, embedde
     store = ConversationStore(tmp_path, "k")
     sink = ListSink()
     builder = PromptBuilder(ConfigSystemPrompt(SYSTEM),
-                            [TokenBudgetContextProvider(LastNContextProvider(store), None)])
+                            [LastNContextProvider(store)])
     orchestrator = Orchestrator(store=store, builder=builder, renderer=OllamaChatRenderer(),
                                 llm=embedded_model, sink=sink, context_size=6)
 

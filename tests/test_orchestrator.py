@@ -8,7 +8,7 @@ import pytest
 
 from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.brain.orchestrator import Orchestrator
-from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
+from elara.conversation.context import LastNContextProvider
 from elara.conversation.messages import ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer, TranscriptRenderer
@@ -31,7 +31,7 @@ class ListSink:
 def make(store, url, sink, *, model="test-model", timeout=5.0, renderer=None, n=6, budget=None):
     llm = OllamaLanguageModel(make_client(url, timeout), model=model, host=url, keep_alive="5m",
                               options={"temperature": 0.0}, timeout_seconds=timeout)
-    context = TokenBudgetContextProvider(LastNContextProvider(store), budget)
+    context = LastNContextProvider(store, budget)
     builder = PromptBuilder(ConfigSystemPrompt("You are a test."), [context])
     return Orchestrator(store=store, builder=builder, renderer=renderer or OllamaChatRenderer(),
                         llm=llm, sink=sink, context_size=n), llm
@@ -78,7 +78,8 @@ def test_a_turn_streams_sentences_and_stores_both_sides(tmp_path, ollama_server)
     assert body["keep_alive"] == "5m" and body["options"]["temperature"] == 0.0
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][0]["content"].startswith("You are a test.")
-    assert "UTC" in body["messages"][0]["content"]
+    assert "date and time it was said" in body["messages"][0]["content"]
+    assert body["messages"][1]["content"].endswith("UTC] What is the capital of France?")
 
 
 def test_the_next_turn_carries_the_last_n_messages(tmp_path, ollama_server):
@@ -88,7 +89,7 @@ def test_the_next_turn_carries_the_last_n_messages(tmp_path, ollama_server):
         assert turn(orchestrator, question).ok
     messages = chat_bodies(ollama_server)[-1]["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[1]["content"] == "two?" and messages[-1]["content"] == "three?"
+    assert messages[1]["content"].endswith("] two?") and messages[-1]["content"].endswith("] three?")
     orchestrator.context_size = 0  # changed at run time, as a reload would
     turn(orchestrator, "four?")
     assert [m["role"] for m in chat_bodies(ollama_server)[-1]["messages"]] == ["system", "user"]
@@ -113,7 +114,7 @@ def test_generate_renderer_uses_the_generate_endpoint(tmp_path, ollama_server):
     assert turn(orchestrator, "hi there").ok
     path, body = ollama_server.requests[-1]
     assert path == "/api/generate"
-    assert body["prompt"].endswith("User: hi there\nAssistant:")
+    assert body["prompt"].endswith(" UTC] hi there\nAssistant:")
     assert body["system"].startswith("You are a test.")
 
 
@@ -134,7 +135,7 @@ def test_model_unreachable_then_back(tmp_path):
         back = turn(orchestrator, "and now?")
     assert back.ok
     assert [m.role for m in store.read_tail(10)] == [ChatRole.USER, ChatRole.USER, ChatRole.ASSISTANT]
-    assert chat_bodies(server)[-1]["messages"][-1]["content"] == "and now?"
+    assert chat_bodies(server)[-1]["messages"][-1]["content"].endswith("UTC] and now?")
 
 
 def test_model_not_pulled(tmp_path, ollama_server):
@@ -198,7 +199,7 @@ def test_a_megabyte_of_user_text(tmp_path, ollama_server):
     orchestrator, _ = make(store, ollama_server.url, ListSink())
     assert turn(orchestrator, text.strip()).ok
     assert store.read_tail(2)[0].content == text.strip()
-    assert chat_bodies(ollama_server)[-1]["messages"][-1]["content"] == text.strip()
+    assert chat_bodies(ollama_server)[-1]["messages"][-1]["content"].endswith("UTC] " + text.strip())
 
 
 def test_turns_are_taken_one_at_a_time(tmp_path, ollama_server):

@@ -194,10 +194,13 @@ class Orchestrator:
     async def _answer(self, text: str, user: ChatMessage, started: float,
                       stored_user: asyncio.Task[bool]) -> TurnResult:
         try:
-            prompt = await self.builder.build(text, self.context_size)
+            # Stamped with the time the words are stored with, so that this turn's question reads
+            # the same in the next turn's history (the model's cache of it stays valid).
+            prompt = await self.builder.build(text, self.context_size, at=user.timestamp_utc)
         except ContextError as exc:
             log.warning("answering without history: %s", exc)
-            prompt = await self.builder.build(text, self.context_size, with_context=False)
+            prompt = await self.builder.build(text, self.context_size, with_context=False,
+                                              at=user.timestamp_utc)
         request = self.renderer.render(prompt)
         built = self._monotonic() - started
         streamed = _Streamed(started)

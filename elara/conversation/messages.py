@@ -39,14 +39,16 @@ class ChatMessage:
 
 @dataclass(frozen=True)
 class Prompt:
-    """Everything the model is told for one turn: instructions, context, the user's words, the time."""
+    """Everything the model is told for one turn: instructions, the context that changes rarely (the
+    summary, the recent turns), the user's words, the time, and what was recalled for them."""
 
     system: str
     context: tuple[ChatMessage, ...]
     user_input: str
     now_utc: datetime
     now_local: datetime
-    hints: Mapping[str, str] = field(default_factory=dict)
+    #: older turns found for this question (retrieval): they change every turn, so they go last
+    recalled: tuple[ChatMessage, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
 from typing import Protocol
 
-from elara.conversation.messages import ChatRole, Prompt
+from elara.conversation.messages import ChatMessage, ChatRole, Prompt
 
 
 @dataclass(frozen=True)
@@ -31,43 +32,63 @@ class PromptRenderer(Protocol):
         """Render the prompt."""
 
 
-def time_line(prompt: Prompt) -> str:
-    """The sentence that tells the model the current date and time, local with its zone and UTC."""
-    local = prompt.now_local
-    zone = local.tzname() or local.strftime("%z")
-    return (
-        f"The current date and time is {local:%A %-d %B %Y, %H:%M} {zone}"
-        f" ({prompt.now_utc:%Y-%m-%d %H:%M} UTC)."
-    )
+#: Part of the system text: how to read the time each of the user's messages starts with.
+STAMP_RULE = ("Each message from the user begins with the date and time it was said, in square "
+              "brackets; the last one is the current date and time.")
+
+
+def stamp(when_utc: datetime, zone: tzinfo | None) -> str:
+    """When a message was said, to the minute, in the local zone (and UTC where they differ):
+    "[Sunday 22 November 2026, 07:55 CET (06:55 UTC)]"."""
+    local = when_utc.astimezone(zone)
+    name = local.tzname() or local.strftime("%z")
+    text = f"{local:%A %-d %B %Y, %H:%M} {name}"
+    if local.utcoffset():
+        text += f" ({when_utc.astimezone(UTC):%H:%M} UTC)"
+    return f"[{text}]"
 
 
 def system_text(prompt: Prompt) -> str:
-    """The system prompt followed by the time line."""
-    parts = [prompt.system.strip(), time_line(prompt)]
+    """The system prompt followed by the rule of the stamps: the same every turn."""
+    parts = [prompt.system.strip(), STAMP_RULE]
     return "\n\n".join(p for p in parts if p)
 
 
+def said(message: ChatMessage, zone: tzinfo | None) -> str:
+    """A message as the model reads it: the user's words behind their stamp, the rest as they are."""
+    if message.role is ChatRole.USER:
+        return f"{stamp(message.timestamp_utc, zone)} {message.content}"
+    return message.content
+
+
+def question(prompt: Prompt) -> str:
+    """The user's message of this turn: what was recalled for it, then the stamped words."""
+    zone = prompt.now_local.tzinfo
+    now = f"{stamp(prompt.now_utc, zone)} {prompt.user_input}"
+    return "\n\n".join([*(m.content for m in prompt.recalled), now])
+
+
 class OllamaChatRenderer:
-    """Structured messages: system first, then the context turns with their roles, the user last."""
+    """Structured messages, laid out so each turn's request starts with the last one's: system
+    first, then the context turns with their roles, the user's stamped question last."""
 
     def render(self, prompt: Prompt) -> ChatRequest:
         """Render the prompt as chat messages."""
+        zone = prompt.now_local.tzinfo
         messages: list[Mapping[str, str]] = [{"role": "system", "content": system_text(prompt)}]
-        messages.extend({"role": m.role.slug, "content": m.content} for m in prompt.context)
-        messages.append({"role": "user", "content": prompt.user_input})
+        messages.extend({"role": m.role.slug, "content": said(m, zone)} for m in prompt.context)
+        messages.append({"role": "user", "content": question(prompt)})
         return ChatRequest(messages=tuple(messages))
 
 
 class TranscriptRenderer:
-    """A plain transcript for /api/generate: `User:`/`Assistant:` lines ending in `Assistant:`."""
+    """A plain transcript for /api/generate: `User:`/`Assistant:` lines ending in `Assistant:`,
+    each turn's transcript starting with the last one's."""
 
     def render(self, prompt: Prompt) -> GenerateRequest:
         """Render the prompt as one transcript string."""
-        lines: list[str] = []
-        if prompt.context:
-            lines.append("Previous context:")
-            lines.extend(f"{m.role.value}: {m.content}" for m in prompt.context)
-            lines.append("")
-        lines.append(f"{ChatRole.USER.value}: {prompt.user_input}")
+        zone = prompt.now_local.tzinfo
+        lines = [f"{m.role.value}: {said(m, zone)}" for m in prompt.context]
+        lines.append(f"{ChatRole.USER.value}: {question(prompt)}")
         lines.append(f"{ChatRole.ASSISTANT.value}:")
         return GenerateRequest(prompt="\n".join(lines), system=system_text(prompt))

@@ -75,6 +75,8 @@ def measure(prompt: Prompt, num_ctx: int,
         else:
             part = "history"
         parts[part] += cost(message.content)
+    for message in prompt.recalled:
+        parts["retrieved"] += cost(message.content)
     parts["user"] = cost(prompt.user_input)
     total = sum(parts.values())
     return ContextUsage(parts=parts, total=total, num_ctx=num_ctx, fraction=total / num_ctx)

@@ -105,15 +105,18 @@ class Memory:
         return FactsSystemPrompt(base, self.facts) if self.facts is not None else base
 
     def pinned_context(self) -> list[ContextProvider]:
-        """Providers whose messages come before the recent turns: the summary, retrieved turns."""
-        providers: list[ContextProvider] = []
-        if self.summaries is not None:
-            providers.append(SummaryContextProvider(self.summaries))
-        if self.index is not None:
-            m = self.settings.memory
-            providers.append(RetrievalContextProvider(
-                self.index, top_k=m.retrieval_top_k, min_score=m.retrieval_min_score, store=self.store))
-        return providers
+        """Providers whose messages come before the recent turns: the summary."""
+        if self.summaries is None:
+            return []
+        return [SummaryContextProvider(self.summaries)]
+
+    def recall(self) -> list[ContextProvider]:
+        """Providers of what is found for each question (retrieved turns): asked last."""
+        if self.index is None:
+            return []
+        m = self.settings.memory
+        return [RetrievalContextProvider(self.index, top_k=m.retrieval_top_k,
+                                         min_score=m.retrieval_min_score, store=self.store)]
 
     async def apply_retention(self, now: datetime | None = None) -> RetentionReport:
         """Delete what `Context.RetentionDays` says is too old, with everything derived from it,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from elara.brain import personalities
 from elara.conversation import telemetry
-from elara.conversation.context import LastNContextProvider, TokenBudgetContextProvider
+from elara.conversation.context import ContextProvider, LastNContextProvider
 from elara.conversation.messages import Prompt
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder, SystemPromptProvider
 from elara.conversation.redaction import Redactor
@@ -138,17 +138,17 @@ class ContextMonitor:
 def make_builder(settings: Settings, store: ConversationStore, memory: Memory | None = None,
                  monitor: ContextMonitor | None = None) -> PromptBuilder:
     """The prompt builder: the personality's system prompt (with what Elara knows about the
-    user), then the summary and retrieved turns, then the recent turns, all under the budget."""
+    user), then the summary and the recent turns under the budget, then the retrieved turns."""
     lm = settings.language_model
     preset = personalities.resolve(lm.personality, settings.personalities)
     system: SystemPromptProvider = ConfigSystemPrompt(personalities.system_prompt(preset, lm.system_prompt))
-    pinned = []
+    pinned: list[ContextProvider] = []
+    recall: list[ContextProvider] = []
     if memory is not None:
         system = memory.system_prompt(system)
-        pinned = memory.pinned_context()
-    context = TokenBudgetContextProvider(LastNContextProvider(store),
-                                         settings.context.max_history_tokens, pinned=pinned)
-    return PromptBuilder(system, [context], on_prompt=monitor)
+        pinned, recall = memory.pinned_context(), memory.recall()
+    context = LastNContextProvider(store, settings.context.max_history_tokens, pinned=pinned)
+    return PromptBuilder(system, [context], on_prompt=monitor, recall=recall)
 
 
 def make_monitor(settings: Settings) -> ContextMonitor:
