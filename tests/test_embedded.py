@@ -246,6 +246,71 @@ def test_a_memory_job_waits_while_a_turn_is_generating(embedded_model):
     assert valid_facts(reply)
 
 
+def conversation(turns: int) -> ChatRequest:
+    """A chat of `turns` exchanges and a new question, each request starting with the last one."""
+    messages = [{"role": "system", "content": SYSTEM}]
+    for i in range(turns):
+        messages += [{"role": "user", "content": f"Tell me fact number {i} about owls."},
+                     {"role": "assistant", "content": f"Owls have fact {i}: they hunt at night."}]
+    return ChatRequest(messages=(*messages, {"role": "user", "content": "And about cats?"}))
+
+
+def test_the_conversation_stays_evaluated_across_a_memory_job(embedded_model):
+    async def scenario():
+        await collect(embedded_model, conversation(2))
+        first = embedded_model.last_prompt
+        # A memory job reads another prompt, in its own context.
+        reply = await embedded_model.complete_json(
+            [{"role": "user", "content": "I live in Leeds and work as a nurse. " * 20}], FACTS_SCHEMA)
+        await collect(embedded_model, conversation(3))
+        return first, reply, embedded_model.last_prompt
+
+    first, reply, second = asyncio.run(scenario())
+    assert valid_facts(reply)
+    assert first.evaluated + first.reused > 80
+    # The second request reads only what follows the first one's messages: the last question
+    # (the first's was "And about cats?"), its reply and the new question.
+    assert second.reused >= first.evaluated - 12
+    assert second.evaluated < 60 and second.evaluated + second.reused > first.evaluated + 30
+
+
+def test_a_memory_job_stops_between_steps_and_resumes_where_it_stopped(embedded_model):
+    long = [{"role": "user", "content": "I live in Leeds and work as a nurse at the hospital. " * 60}]
+
+    async def scenario():
+        job = asyncio.create_task(embedded_model.complete(long))
+        while not embedded_model.loaded.generating:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.2)
+        job.cancel()  # a wake word: the turn needs the model
+        with contextlib.suppress(asyncio.CancelledError):
+            await job
+        background = embedded_model.loaded.background()
+        read = background.n_tokens
+        stopped = embedded_model.loaded.last_finish
+        await embedded_model.complete(long)
+        return read, stopped, background.prompt_reused, background.prompt_evaluated
+
+    read, stopped, reused, evaluated = asyncio.run(scenario())
+    assert stopped == "stopped"
+    assert 0 < read < 600  # stopped part-way through its prompt of about 700 tokens
+    assert reused == read and evaluated > 0  # asked again, it goes on from there
+
+
+def test_a_prefilled_prompt_leaves_only_the_question_to_read(embedded_model):
+    question = conversation(2)
+    ahead = ChatRequest(messages=(*question.messages[:-1], {"role": "user", "content": "[now]"}))
+
+    async def scenario():
+        await embedded_model.prefill(ahead)
+        await collect(embedded_model, ChatRequest(messages=(
+            *question.messages[:-1], {"role": "user", "content": "[now] And about cats?"})))
+        return embedded_model.last_prompt
+
+    read = asyncio.run(scenario())
+    assert read.reused > 60 and read.evaluated < 15
+
+
 # -- the orchestrator ------------------------------------------------------------------------
 
 

@@ -90,8 +90,21 @@ def test_the_log_tells_each_event_to_whoever_watches_and_logs_the_turn_done(capl
     log.add(ev.Wake(at=2.0, name="hey_jarvis", how="score 0.8"))
     assert first.events == [ev.Listening(at=1.0)] and second is log.current and len(second.events) == 1
     assert seen == [ev.Listening(at=1.0), ev.Wake(at=2.0, name="hey_jarvis", how="score 0.8")]
-    assert log.status() == {"last_turn": {}, "last_judgment": {}}
+    assert log.status() == {"last_turn": {}, "last_judgment": {}, "last_prompt": {}}
     with caplog.at_level(logging.INFO, logger="elara.voice.events"):
         log.finished(second)
     assert log.last_finished is second and log.status()["last_turn"]["total"] is None
     assert "turn timings: wake_to_listening -" in caplog.text
+
+
+def test_the_prompt_tokens_read_for_the_reply_are_in_the_line_and_the_status():
+    log = ev.TurnLog()
+    record = log.current
+    record.add(ev.Listening(at=1.0))
+    record.add(ev.FirstToken(at=1.5, evaluated=45, reused=812))
+    assert "; prompt tokens 45 evaluated, 812 reused" in record.summary()
+    log.finished(record)
+    assert log.status()["last_prompt"] == {"evaluated": 45, "reused": 812}
+    local = ev.TurnRecord()
+    local.add(ev.FirstToken(at=1.0))
+    assert local.prompt_tokens() == {} and "prompt tokens" not in local.summary()

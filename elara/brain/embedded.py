@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from elara.brain import personalities
-from elara.brain.ollama import ModelInfo, json_reply
+from elara.brain.ollama import ModelInfo, PromptTokens, json_reply
 from elara.brain.thinking import strip_thinking
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError, ModelLoadError, ModelNotFoundError
@@ -58,6 +58,10 @@ JSON_MAX_TOKENS = 1024
 MIN_GGUF_BYTES = 1 << 20
 
 _GGUF_MAGIC = b"GGUF"
+#: Prompt tokens a turn's request reads per step (stopped between steps: a barge-in); and a
+#: memory job's, smaller, so that a wake word stops it within about 50 ms on two cores.
+TURN_STEP = 32
+BACKGROUND_STEP = 8
 #: Ollama option → llama-cpp-python sampling argument, where both exist.
 _SAMPLING = {
     "temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
@@ -300,7 +304,7 @@ def load_model(path: Path, *, threads: int, options: Mapping[str, Any], timeout_
             "stronger quantization such as Q4_K_M), or free memory")
     prepare_openmp()  # libgomp reads it once, as llama.cpp's libraries load on this first import
     try:
-        import llama_cpp
+        from elara.brain.stepped import SteppedLlama
     except ImportError as exc:
         raise ModelLoadError(
             f"{MODEL_KEY}: the embedded provider needs llama-cpp-python, which is not installed "
@@ -314,7 +318,7 @@ def load_model(path: Path, *, threads: int, options: Mapping[str, Any], timeout_
     executor = model_thread()
     try:
         # verbose=False keeps llama.cpp's load chatter off stderr.
-        llama = executor.submit(llama_cpp.Llama, model_path=str(path), n_ctx=context,
+        llama = executor.submit(SteppedLlama, model_path=str(path), n_ctx=context,
                                 n_threads=threads, n_threads_batch=threads, verbose=False).result()
     except (ValueError, RuntimeError, OSError, MemoryError) as exc:
         executor.shutdown(wait=False)
@@ -325,7 +329,10 @@ def load_model(path: Path, *, threads: int, options: Mapping[str, Any], timeout_
             "LanguageModel.Options.num_ctx or choose a smaller GGUF)") from None
     seconds = time.perf_counter() - started
     loaded = LoadedModel(llama, executor, path=path, threads=threads, context_size=context,
-                         load_seconds=seconds)
+                         load_seconds=seconds,
+                         open_context=lambda: SteppedLlama(
+                             model_path=str(path), n_ctx=context, n_threads=threads,
+                             n_threads_batch=threads, verbose=False))
     model = EmbeddedLanguageModel(loaded, options=options, timeout_seconds=timeout_seconds)
     log.info("loaded the embedded model %s (%s) in %.2f s: %d threads, %d-token context",
              model.model, path, seconds, threads, context)
@@ -364,8 +371,13 @@ class LoadedModel:
 
     def __init__(self, llama: Any, executor: concurrent.futures.ThreadPoolExecutor, *,
                  path: Path, threads: int, context_size: int,
-                 load_seconds: float | None = None) -> None:
+                 load_seconds: float | None = None,
+                 open_context: Callable[[], Any] | None = None) -> None:
+        #: the conversation's context: only turns (and their preparation) evaluate in it, so
+        #: each turn finds the last one's tokens still evaluated
         self.llama = llama
+        self._open_context = open_context
+        self._background: Any = None
         #: the model's own thread (model_thread): every call into llama.cpp runs there
         self.executor = executor
         self.path = path
@@ -383,6 +395,20 @@ class LoadedModel:
         self.last_finish: str | None = None
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
+
+    def background(self) -> Any:
+        """The context memory jobs evaluate in (opened on first use, in the model's thread), so
+        they never evict the conversation's tokens; the conversation's own without a way to open
+        one."""
+        if self._open_context is None:
+            return self.llama
+        if self._background is None:
+            self._background = self._open_context()
+        return self._background
+
+    def contexts(self) -> list[Any]:
+        """Every context open on the model."""
+        return [self.llama] + ([self._background] if self._background is not None else [])
 
     def turn_lock(self) -> asyncio.Lock:
         """The asyncio lock requests queue on (first come, first served) in the running loop."""
@@ -406,6 +432,8 @@ class EmbeddedLanguageModel:
         self._options = dict(options)
         self._sampling = sampling_arguments(options)
         self._timeout_seconds = timeout_seconds
+        #: how the latest turn's prompt was read
+        self.last_prompt: PromptTokens | None = None
 
     @property
     def path(self) -> Path:
@@ -433,6 +461,23 @@ class EmbeddedLanguageModel:
 
     async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
         """Yield the reply's text fragments (about one token each) as llama.cpp produces them."""
+        messages = self._messages(request)
+        async with contextlib.aclosing(self._generate(messages, f"answering with {self.model}")) as parts:
+            async for part in parts:
+                yield part
+
+    async def prefill(self, request: ChatRequest | GenerateRequest) -> None:
+        """Evaluate `request` ahead of the turn whose prompt begins like it (a question with
+        nothing said yet), so that the turn reads only what follows; a turn's own request
+        stops it between two steps."""
+        generation = self._generate(self._messages(request), f"preparing {self.model}",
+                                    {"max_tokens": 1})
+        async with contextlib.aclosing(generation) as parts:
+            async for _ in parts:
+                pass
+
+    def _messages(self, request: ChatRequest | GenerateRequest) -> list[dict[str, str]]:
+        """The chat messages a request is asked as."""
         if isinstance(request, ChatRequest):
             messages = [dict(m) for m in request.messages]
             log.debug("asking the embedded %s with %d messages: %r", self.model, len(messages),
@@ -445,9 +490,7 @@ class EmbeddedLanguageModel:
         else:
             raise TypeError(
                 f"expected ChatRequest or GenerateRequest, got {type(request).__name__}")
-        async with contextlib.aclosing(self._generate(messages, f"answering with {self.model}")) as parts:
-            async for part in parts:
-                yield part
+        return messages
 
     async def complete(self, messages: Sequence[Mapping[str, str]], *,
                        format: Mapping[str, Any] | None = None) -> str:
@@ -460,7 +503,8 @@ class EmbeddedLanguageModel:
             extra["max_tokens"] = max(self._sampling.get("max_tokens", 0), JSON_MAX_TOKENS)
         pieces: list[str] = []
         generation = self._generate([dict(m) for m in messages],
-                                    f"working in the background with {self.model}", extra)
+                                    f"working in the background with {self.model}", extra,
+                                    background=True)
         async with contextlib.aclosing(generation) as parts:
             async for part in parts:
                 pieces.append(part)
@@ -521,9 +565,10 @@ class EmbeddedLanguageModel:
             if loaded.closed:
                 return
             loaded.closed = True
-        close = getattr(loaded.llama, "close", None)
-        if close is not None:
-            loaded.executor.submit(close).result()
+        for llama in loaded.contexts():
+            close = getattr(llama, "close", None)
+            if close is not None:
+                loaded.executor.submit(close).result()
         loaded.executor.shutdown(wait=True)
         log.info("closed the embedded model %s", self.model)
 
@@ -539,9 +584,11 @@ class EmbeddedLanguageModel:
     # -- generation --------------------------------------------------------------------------
 
     async def _generate(self, messages: list[dict[str, str]], doing: str,
-                        extra: Mapping[str, Any] | None = None) -> AsyncGenerator[str, None]:
+                        extra: Mapping[str, Any] | None = None, *,
+                        background: bool = False) -> AsyncGenerator[str, None]:
         """Run one chat completion in a worker thread and yield its pieces; stopping early (the
-        consumer is cancelled or closes the stream) stops llama.cpp within a token."""
+        consumer is cancelled or closes the stream) stops llama.cpp within a token, or a step of
+        the prompt. `background` work (memory jobs) runs in its own context, in smaller steps."""
         async with self.loaded.turn_lock():
             if self.loaded.closed:
                 raise self._closed_error()
@@ -558,7 +605,7 @@ class EmbeddedLanguageModel:
             arguments = {**self._sampling, **(extra or {})}
             picked_up = threading.Event()
             worker = loop.run_in_executor(self.loaded.executor, self._run, messages, arguments,
-                                          stop, picked_up, put)
+                                          stop, picked_up, put, background)
             try:
                 while True:
                     try:
@@ -588,7 +635,7 @@ class EmbeddedLanguageModel:
 
     def _run(self, messages: list[dict[str, str]], arguments: dict[str, Any],
              stop: threading.Event, picked_up: threading.Event,
-             put: Callable[[str, Any], None]) -> None:
+             put: Callable[[str, Any], None], background: bool) -> None:
         """In a worker thread: generate, handing each piece to `put`, until done or `stop`."""
         loaded = self.loaded
         with loaded.run_lock:
@@ -604,29 +651,14 @@ class EmbeddedLanguageModel:
                 put("error", self._closed_error())
                 return
             loaded.generating = True
-            tokens = 0
-            finish = None
+            tokens, finish = 0, None
             started = time.perf_counter()
             try:
-                chunks = loaded.llama.create_chat_completion(messages=messages, stream=True,
-                                                            **arguments)
-                try:
-                    for chunk in chunks:
-                        # Checked between tokens: llama.cpp computes the next token only when
-                        # asked for it, so leaving the loop stops the generation.
-                        if stop.is_set():
-                            finish = "stopped"
-                            break
-                        choice = chunk["choices"][0]
-                        text = choice["delta"].get("content")
-                        if text:
-                            tokens += 1
-                            put("text", text)
-                        finish = choice.get("finish_reason") or finish
-                finally:
-                    close = getattr(chunks, "close", None)
-                    if close is not None:
-                        close()
+                llama = loaded.background() if background else loaded.llama
+                llama.begin(stop, BACKGROUND_STEP if background else TURN_STEP)
+                tokens, finish = self._pieces(llama, messages, arguments, stop, put)
+                if not background and llama.prompt_evaluated is not None:
+                    self.last_prompt = PromptTokens(llama.prompt_evaluated, llama.prompt_reused)
                 put("end", finish)
             except Exception as exc:
                 put("error", exc)
@@ -635,6 +667,35 @@ class EmbeddedLanguageModel:
                 loaded.last_tokens, loaded.last_finish = tokens, finish
                 log.debug("%s finished (%s): %d pieces in %.2f s", self.model, finish, tokens,
                           time.perf_counter() - started)
+
+    @staticmethod
+    def _pieces(llama: Any, messages: list[dict[str, str]], arguments: dict[str, Any],
+                stop: threading.Event, put: Callable[[str, Any], None]) -> tuple[int, str | None]:
+        """Stream one chat completion into `put`; how many pieces, and how it ended."""
+        from elara.brain.stepped import EvaluationStopped
+
+        tokens, finish = 0, None
+        try:
+            chunks = llama.create_chat_completion(messages=messages, stream=True, **arguments)
+            try:
+                for chunk in chunks:
+                    # Checked between tokens: llama.cpp computes the next token only when
+                    # asked for it, so leaving the loop stops the generation.
+                    if stop.is_set():
+                        return tokens, "stopped"
+                    choice = chunk["choices"][0]
+                    text = choice["delta"].get("content")
+                    if text:
+                        tokens += 1
+                        put("text", text)
+                    finish = choice.get("finish_reason") or finish
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        except EvaluationStopped:
+            return tokens, "stopped"
+        return tokens, finish
 
     def _grammar(self, schema: Mapping[str, Any]) -> Any:
         """A llama.cpp grammar that admits exactly the JSON documents `schema` allows."""

@@ -31,6 +31,15 @@ class ModelInfo:
     """The model can think before it answers (its capabilities include "thinking")."""
 
 
+@dataclass(frozen=True)
+class PromptTokens:
+    """How a request's prompt was read: tokens evaluated anew, and kept from the last request
+    (None where the model does not say)."""
+
+    evaluated: int
+    reused: int | None
+
+
 def make_client(host: str, timeout_seconds: float) -> ollama.AsyncClient:
     """The official async Ollama client, with a timeout so a hung server cannot hang Elara."""
     # The client's default timeout is None (wait forever). httpx applies the read timeout to each
@@ -60,6 +69,8 @@ class OllamaLanguageModel:
         # capability (HTTP 400 "... does not support thinking") and servers older than thinking
         # don't know the field, so `think` goes only to a model that reports the capability.
         self._thinking = False
+        #: how the latest reply's prompt was read
+        self.last_prompt: PromptTokens | None = None
 
     def _think(self) -> dict[str, Any]:
         """The `think` argument for chat()/generate(): False for a thinking model, else absent."""
@@ -103,6 +114,8 @@ class OllamaLanguageModel:
                     yield fragment
                 if part.done:
                     finished = True
+                    if part.prompt_eval_count is not None:
+                        self.last_prompt = PromptTokens(part.prompt_eval_count, None)
                     if thoughts:
                         log.debug("%s thought (not part of the reply): %r", self.model,
                                   "".join(thoughts))

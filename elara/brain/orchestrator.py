@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from elara.brain.ollama import PromptTokens
 from elara.brain.sentences import SentenceSplitter
 from elara.brain.thinking import ThinkFilter
 from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
@@ -94,6 +95,7 @@ class TurnResult:
     intent: str | None = None  # a local command answered it (no model request)
     expects_answer: bool = False  # the reply asked a question
     quiet: bool = False  # the person asked for quiet ("stop"): no conversation follows
+    prompt_tokens: PromptTokens | None = None  # how the model read the prompt, where it says
 
     @property
     def ok(self) -> bool:
@@ -111,6 +113,7 @@ class _Streamed:
     first_sentence: float | None = None
     spoken: int = 0
     error: LanguageModelError | None = None
+    prompt_tokens: PromptTokens | None = None
 
     @property
     def reply(self) -> str:
@@ -147,6 +150,7 @@ class Orchestrator:
         #: the satellite's room this orchestrator answers in (its turns' `metadata.room`)
         self.room = room
         self._lock = asyncio.Lock()
+        self._preparing: asyncio.Task[None] | None = None
 
     async def on_prompt_ready(self, event: PromptReady, *,
                               commit: asyncio.Event | None = None) -> TurnResult:
@@ -157,11 +161,30 @@ class Orchestrator:
         set — and the reply after them. Cancelled before that, the turn leaves nothing stored."""
         async with self._lock:
             try:
-                return await self._turn(event, commit)
+                result = await self._turn(event, commit)
             except asyncio.CancelledError:
                 for observer in self.observers:
                     observer.turn_abandoned()
                 raise
+        self.prepare()
+        return result
+
+    def prepare(self) -> None:
+        """Have the model read the next turn's prompt up to its question while nobody waits for
+        it (after a reply, and at the wake word), where the model can (the built-in one)."""
+        prefill = getattr(self.llm, "prefill", None)
+        if prefill is None or self._lock.locked() or (
+                self._preparing is not None and not self._preparing.done()):
+            return
+        self._preparing = asyncio.create_task(self._prefill(prefill), name="prepare-turn")
+
+    async def _prefill(self, prefill: Callable[[ChatRequest | GenerateRequest], Awaitable[None]]) -> None:
+        try:
+            prompt = await self.builder.build("", self.context_size, measured=False)
+            await prefill(self.renderer.render(prompt))
+        except (ElaraError, OSError) as exc:
+            # Only time is lost: the turn reads its whole prompt itself.
+            log.debug("could not prepare the next turn: %s", exc)
 
     async def _turn(self, event: PromptReady, commit: asyncio.Event | None) -> TurnResult:
         started = self._monotonic()
@@ -206,6 +229,7 @@ class Orchestrator:
         streamed = _Streamed(started)
         try:
             await self._stream(request, streamed)
+            streamed.prompt_tokens = getattr(self.llm, "last_prompt", None)
         except LanguageModelError as exc:
             streamed.error = exc
             log.error("language model failed (%s): %s", exc.code, exc.message)
@@ -271,14 +295,17 @@ class Orchestrator:
         timings = TurnTimings(prompt_built=built, first_token=streamed.first_token,
                               first_sentence=streamed.first_sentence,
                               total=self._monotonic() - streamed.started)
-        log.info("turn %s: %d context messages, prompt %.3f s, first token %s, first sentence %s, "
-                 "total %.3f s, %d sentences",
-                 "done" if error is None else f"failed ({error.code})", context_messages,
-                 built, _seconds(streamed.first_token), _seconds(streamed.first_sentence), timings.total,
+        read = streamed.prompt_tokens
+        log.info("turn %s: %d context messages, prompt %.3f s (%s tokens evaluated, %s reused), "
+                 "first token %s, first sentence %s, total %.3f s, %d sentences",
+                 "done" if error is None else f"failed ({error.code})", context_messages, built,
+                 "?" if read is None else read.evaluated,
+                 "?" if read is None or read.reused is None else read.reused,
+                 _seconds(streamed.first_token), _seconds(streamed.first_sentence), timings.total,
                  streamed.spoken)
         return TurnResult(reply=reply if error is None else "", sentences=streamed.spoken, error=error,
                           user_stored=user_stored, assistant_stored=assistant_stored,
-                          timings=timings)
+                          timings=timings, prompt_tokens=read)
 
     async def _keep_interrupted(self, stored_user: asyncio.Task[bool]) -> None:
         """A reply cut short (barge-in, "stop"): store what the user heard of it, never the rest."""

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from elara.brain.ollama import ModelInfo
+from elara.brain.ollama import ModelInfo, PromptTokens
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError
 
@@ -198,6 +198,17 @@ class AutoLanguageModel:
     async def warm_up(self) -> None:
         """Load the chosen model ahead of the first question."""
         await self._current.warm_up()
+
+    async def prefill(self, request: ChatRequest | GenerateRequest) -> None:
+        """Have the model answering now read a turn's prompt ahead, where it can (the built-in one)."""
+        prefill = getattr(self._current, "prefill", None)
+        if prefill is not None:
+            await prefill(request)
+
+    @property
+    def last_prompt(self) -> PromptTokens | None:
+        """How the latest reply's prompt was read, by the model answering now."""
+        return getattr(self._current, "last_prompt", None)
 
     async def aclose(self) -> None:
         """Close both providers."""

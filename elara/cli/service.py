@@ -54,4 +54,8 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  last pause: judged {judgment['verdict']} ({judgment['reason']}) at "
               f"{judgment['at_silence_ms']:.0f} ms of silence: it could end the turn after "
               f"{judgment['end_after_ms']} ms")
+    read = snapshot.get("last_prompt") or {}
+    if read:
+        reused = "" if read["reused"] is None else f", {read['reused']} kept from the last turn"
+        print(f"  last prompt: {read['evaluated']} tokens evaluated{reused}")
     return 0

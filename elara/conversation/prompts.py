@@ -51,9 +51,9 @@ class PromptBuilder:
         self.on_prompt = on_prompt
 
     async def build(self, user_input: str, n: int, *, with_context: bool = True,
-                    at: datetime | None = None) -> Prompt:
-        """The prompt for `user_input` said `at` (default: now) with up to `n` context messages;
-        ContextError if a provider fails."""
+                    at: datetime | None = None, measured: bool = True) -> Prompt:
+        """The prompt for `user_input` said `at` (default: now) with up to `n` context messages,
+        told to `on_prompt` unless not `measured`; ContextError if a provider fails."""
         system = await self._system.get_system_prompt()
         context: list[ChatMessage] = []
         recalled: list[ChatMessage] = []
@@ -64,7 +64,7 @@ class PromptBuilder:
         local = now.astimezone(self._local_zone) if self._local_zone else now.astimezone()
         prompt = Prompt(system=system, context=tuple(context), user_input=user_input,
                         now_utc=now, now_local=local, recalled=tuple(recalled))
-        if self.on_prompt is not None:
+        if self.on_prompt is not None and measured:
             self.on_prompt(prompt)
         return prompt
 

@@ -64,7 +64,7 @@ def said(message: ChatMessage, zone: tzinfo | None) -> str:
 def question(prompt: Prompt) -> str:
     """The user's message of this turn: what was recalled for it, then the stamped words."""
     zone = prompt.now_local.tzinfo
-    now = f"{stamp(prompt.now_utc, zone)} {prompt.user_input}"
+    now = f"{stamp(prompt.now_utc, zone)} {prompt.user_input}".rstrip()
     return "\n\n".join([*(m.content for m in prompt.recalled), now])
 
 

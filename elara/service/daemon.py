@@ -166,6 +166,9 @@ class Daemon:
     def _state_changed(self, state: str) -> None:
         self.notifier.status(STATUS_TEXT.get(state, state))
         self._hold_memory_work(state)
+        if state == "listening" and self.runtime is not None:
+            # While the person speaks, the model reads the prompt up to the question.
+            self.runtime.voice.orchestrator.prepare()
 
     def _hold_memory_work(self, state: str) -> None:
         # From the wake word to the end of the spoken reply the CPU belongs to Whisper, the

@@ -81,7 +81,11 @@ class Prompt(TurnEvent):
 
 @dataclass(frozen=True)
 class FirstToken(TurnEvent):
-    """The model's first token of the reply (or a local command's answer)."""
+    """The model's first token of the reply (or a local command's answer), and how its prompt was
+    read: tokens evaluated anew and kept from the last request (None where unknown)."""
+
+    evaluated: int | None = None
+    reused: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,10 +179,21 @@ class TurnRecord:
         return {"verdict": judged.verdict, "reason": judged.reason, "at_silence_ms": judged.silence_ms,
                 "end_after_ms": judged.end_after_ms, "judge_ms": judged.seconds * 1000}
 
+    def prompt_tokens(self) -> dict[str, int | None]:
+        """How the reply's prompt was read ({} for a turn the model did not answer)."""
+        token = self.last(FirstToken)
+        if token is None or token.evaluated is None:
+            return {}
+        return {"evaluated": token.evaluated, "reused": token.reused}
+
     def summary(self) -> str:
         """The turn's timings and judgment, as the INFO line says them."""
         timings = ", ".join(f"{name} {'-' if value is None else f'{value:.3f} s'}"
                             for name, value in self.timings().items())
+        read = self.prompt_tokens()
+        if read:
+            reused = "" if read["reused"] is None else f", {read['reused']} reused"
+            timings += f"; prompt tokens {read['evaluated']} evaluated{reused}"
         judged = self.last(PauseJudged)
         if judged is None:
             return f"{timings}; no judgment"
@@ -195,7 +210,7 @@ class TurnLog:
         self.current = self.begin()
         #: the last turn whose reply ended
         self.last_finished: TurnRecord | None = None
-        self._status: dict[str, Any] = {"last_turn": {}, "last_judgment": {}}
+        self._status: dict[str, Any] = {"last_turn": {}, "last_judgment": {}, "last_prompt": {}}
 
     def begin(self) -> TurnRecord:
         """A new turn begins: its record is the current one."""
@@ -209,11 +224,12 @@ class TurnLog:
     def finished(self, record: TurnRecord) -> None:
         """The reply of `record`'s turn ended: its figures are logged and are the last turn's."""
         self.last_finished = record
-        self._status = {"last_turn": record.timings(), "last_judgment": record.judgment()}
+        self._status = {"last_turn": record.timings(), "last_judgment": record.judgment(),
+                        "last_prompt": record.prompt_tokens()}
         log.info("turn timings: %s", record.summary())
 
     def status(self) -> dict[str, Any]:
-        """The last finished turn's timings and end-of-turn judgment, for `elara status`."""
+        """The last finished turn's timings, end-of-turn judgment and prompt tokens, for `elara status`."""
         return {key: dict(value) for key, value in self._status.items()}
 
     def _notify(self, event: TurnEvent) -> None:

@@ -53,7 +53,10 @@ class ReplySpeaker:
         if isinstance(result.error, LanguageModelError):
             self._counters.model_errors += 1
         if result.timings.first_token is not None:
-            record.add(FirstToken(at=started + result.timings.first_token))
+            read = result.prompt_tokens
+            record.add(FirstToken(at=started + result.timings.first_token,
+                                  evaluated=None if read is None else read.evaluated,
+                                  reused=None if read is None else read.reused))
         # A reply with nothing to say ("stop") leaves the sink's first audio of an earlier one.
         first_audio = speech.first_audio_at
         if first_audio is not None and first_audio >= started:
