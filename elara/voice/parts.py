@@ -71,6 +71,9 @@ class Replier(Protocol):
         """Run one turn; with `commit`, store nothing until it is set. Never raises for store,
         context or model failures."""
 
+    def prepare(self) -> None:
+        """Have the model read the next turn's prompt up to its question, where it can."""
+
 
 @dataclass(frozen=True)
 class VoiceParts:
