@@ -130,3 +130,30 @@ def test_memory_failures_never_break_a_turn(conversation, ollama_server, tmp_pat
     asyncio.run(memory.reload())
     assert memory.facts.facts() == []
     assert turn("Still there?").ok
+
+
+def test_each_turn_request_starts_with_the_last_one_but_across_summaries_and_dropped_blocks(
+        conversation, ollama_server):
+    turn, store, memory, monitor = conversation
+    for i in range(1, 41):
+        assert turn(f"Tell me something about topic {i}.").ok
+    requests = [t["messages"] for t in ollama_server.turns()]
+    assert len(requests) == 40
+
+    def summary(messages):
+        return next((m["content"] for m in messages[1:] if m["role"] == "system"), None)
+
+    def first_turn(messages):
+        return next((m for m in messages[1:-1] if m["role"] != "system"), None)
+
+    shared = summaries = blocks = 0
+    for before, now in zip(requests, requests[1:]):
+        if summary(before) != summary(now):
+            summaries += 1  # a summary point: the summary message changed
+        elif first_turn(before) not in (None, first_turn(now)):
+            blocks += 1  # the history passed its budget and dropped its oldest turns at once
+        else:
+            assert now[:len(before)] == before  # the whole last request, then what is new
+            shared += 1
+    # A budget of 400 tokens: summaries come often; still most turns only append.
+    assert summaries >= 2 and shared >= 20 and blocks <= summaries, (shared, summaries, blocks)

@@ -62,6 +62,8 @@ _GGUF_MAGIC = b"GGUF"
 #: memory job's, smaller, so that a wake word stops it within about 50 ms on two cores.
 TURN_STEP = 32
 BACKGROUND_STEP = 8
+#: How much lower the model's threads run than the rest of Elara (nice).
+MODEL_NICENESS = 5
 #: Ollama option → llama-cpp-python sampling argument, where both exist.
 _SAMPLING = {
     "temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
@@ -344,7 +346,16 @@ def model_thread() -> concurrent.futures.ThreadPoolExecutor:
     # llama.cpp's OpenMP thread pool belongs to the thread that calls into it. Measured here with
     # 2 threads: generating from another thread than before made it 2-3 times slower (about 30
     # instead of 80-95 tokens a second), so a model never changes threads.
-    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="elara-llama")
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="elara-llama",
+                                                 initializer=_yield_to_the_voice)
+
+
+def _yield_to_the_voice() -> None:
+    """Lower this thread's CPU priority (and that of the OpenMP threads it starts, which inherit
+    it), so that on a busy CPU Piper, Whisper and the audio loop come first: the model writes a
+    reply faster than it is spoken, and its first sentence waits on Piper."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MODEL_NICENESS)
 
 
 def sampling_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
