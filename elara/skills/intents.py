@@ -1,7 +1,9 @@
-"""Recognises the everyday commands answered without the language model (timers, time, date, stop). Pure.
+"""Recognises the everyday commands answered without the language model (timers, time, date, stop)
+and the questions whose answer is computed (arithmetic, unit conversions, the calendar). Pure.
 
 Precision over recall: a transcript is a command only when the whole utterance, once normalised, fits
-one of the anchored patterns below; anything else (None) goes to the model as before.
+one of the anchored patterns below (or of the computing modules'); anything else (None) goes to the
+model as before.
 """
 
 from __future__ import annotations
@@ -9,6 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+
+from elara.skills import arithmetic, conversions, dates, numbers
+from elara.skills.arithmetic import Calculate
+from elara.skills.conversions import Convert
+from elara.skills.dates import DaysUntil, WhichDay
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,8 @@ class Stop:
     """Stop the reply being spoken or a ringing timer."""
 
 
-Intent = SetTimer | TimerLeft | ListTimers | CancelTimer | TellTime | TellDate | Stop
+Intent = (SetTimer | TimerLeft | ListTimers | CancelTimer | TellTime | TellDate | Stop
+          | Calculate | Convert | WhichDay | DaysUntil)
 
 # --- numbers and durations -------------------------------------------------------------------------
 
@@ -180,6 +188,8 @@ _LEADING = re.compile(
     r"|can you|could you|would you|will you|i need you to|i need|i want you to|i want|i would like"
     r"|id like|go ahead and|lets|now) )+")
 _TRAILING = re.compile(r"(?: (?:please|thanks|thank you|for me|jarvis|elara|now|right now|from now))+$")
+# A computed question keeps "from now": "2 weeks from now" is a day.
+_TRAILING_COURTESY = re.compile(r"(?: (?:please|thanks|thank you|for me|jarvis|elara))+$")
 
 
 def words(text: str) -> list[str]:
@@ -351,7 +361,13 @@ def match(text: str) -> Intent | None:
     found, name = _named(_TIMER_LEFT, line)
     if found:
         return TimerLeft(name)
-    return _set_timer(line)
+    return _set_timer(line) or _computed(text)
+
+
+def _computed(text: str) -> Calculate | Convert | WhichDay | DaysUntil | None:
+    """The question with a computed answer text asks, with its numbers read as digits, or None."""
+    line = _TRAILING_COURTESY.sub("", _LEADING.sub("", " ".join(words(numbers.in_digits(text)))))
+    return arithmetic.parse(line) or conversions.parse(line) or dates.parse(line)
 
 
 _ANSWER_FILLER = frozenset(
