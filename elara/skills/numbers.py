@@ -1,7 +1,8 @@
 """Numbers in a computed question: spoken words and symbols read as digits, results said back. Pure.
 
-`in_digits` turns "what's seventeen × three" into "what's 17 times 3" (number words by `text2num`);
-the question patterns then match `NUMBER` and read it with `value`. `say_number` says a result the
+`in_digits` turns "what's seventeen × three" into "what's 17 times 3" (number words by `text2num`),
+for the timer commands and the computed questions alike; the question patterns then match `NUMBER`
+and read it with `value`. `say_number` says a result the
 way a person would: "51", "about 3.33", "minus 2", never "12.0".
 """
 
@@ -27,8 +28,9 @@ _SYMBOLS = [(re.compile(pattern), words) for pattern, words in (
     (r"°", " degrees "),
     (r"=", " "),
 )]
-# text2num reads a lone "second" as the ordinal 2nd; after "a" or "one" it is the unit.
-_ONE_SECOND = re.compile(r"\b(a|an|one|per|each) second\b", re.IGNORECASE)
+# text2num reads "second" as the ordinal 2nd; it is the unit ("a 90 second timer", "in a second")
+# unless it follows "the" ("the second of March").
+_SECOND = re.compile(r"(?<!\bthe )\bsecond\b")
 
 #: an amount in a normalised line (digits, "a half", "2 and a half", "minus 3", "a 100" for "a hundred")
 NUMBER = (r"(?:(?:minus|negative) )?(?:(?:a (?=\d{3}))?\d+(?:\.\d+)?(?: and (?:a half|a quarter|3 quarters))?"
@@ -50,7 +52,7 @@ def in_digits(text: str) -> str:
     text = text.lower().replace("’", "'")
     for pattern, words in _SYMBOLS:
         text = pattern.sub(words, text)
-    text = _ONE_SECOND.sub(r"\1 sec", text)
+    text = _SECOND.sub("sec", text)
     text = _SCALED.sub(_scaled, text)
     return alpha2digit(text, "en", threshold=0)
 
