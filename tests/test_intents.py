@@ -240,6 +240,8 @@ def test_the_table_covers_at_least_80_phrasings():
     ("2 minutes 30 seconds", 150),
     ("an hour fifteen", 4500),
     ("one thousand two hundred seconds", 1200),
+    ("fifteen hundred seconds", 1500),
+    ("one point five hours", 5400),
     ("zero minutes", 0),
     ("ten", None),
     ("minutes", None),
