@@ -111,6 +111,20 @@ def test_the_time_and_the_date_in_the_local_zone(rig):
     assert rig.model_requests == []
 
 
+def test_computed_answers_are_stored_turns_without_a_model_request(rig):
+    for question, intent, said in (
+            ("What's seventeen times three?", "calculate", "17 times 3 is 51."),
+            ("How many minutes are in three hours?", "convert", "There are 180 minutes in 3 hours."),
+            ("How many days until Christmas?", "days_until", "Christmas is in thirty-two days.")):
+        result, spoken = rig.say(question)
+        assert spoken == said and result.intent == intent and result.user_stored and result.assistant_stored
+    assert rig.model_requests == []
+    turns = rig.store.read_tail(6, roles=(ChatRole.USER, ChatRole.ASSISTANT))
+    assert [(m.role, m.metadata.get("intent")) for m in turns[-2:]] == [
+        (ChatRole.USER, "days_until"), (ChatRole.ASSISTANT, "days_until")]
+    assert turns[1].content == "17 times 3 is 51." and turns[0].content == "What's seventeen times three?"
+
+
 def test_time_left_listing_and_cancelling_by_name(rig):
     rig.say("Set a pasta timer for 8 minutes.")
     rig.say("Set a timer for ten minutes.")

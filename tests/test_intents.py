@@ -2,14 +2,17 @@
 
 import pytest
 
+from elara.skills.dates import DayOfYear, DaysAhead
 from elara.skills.intents import (
     CancelTimer,
+    Convert,
     ListTimers,
     SetTimer,
     Stop,
     TellDate,
     TellTime,
     TimerLeft,
+    WhichDay,
     match,
     names_timer,
     parse_duration,
@@ -129,6 +132,11 @@ COMMANDS = [
     ("What day is it today?", TellDate(weekday_only=True)),
     ("What day is today?", TellDate(weekday_only=True)),
     ("What day of the week is it?", TellDate(weekday_only=True)),
+    # Computed (tests/test_computed.py has their answers); these went to the model before.
+    ("what day is Christmas this year", WhichDay(DayOfYear(12, 25, "Christmas", years_ahead=0))),
+    ("What day is it tomorrow?", WhichDay(DaysAhead(1))),
+    ("What's the date tomorrow?", WhichDay(DaysAhead(1))),
+    ("How many minutes in an hour?", Convert(1.0, "hour", "minute", how_many=True)),
     # Stop the reply or the ringing.
     ("Stop.", Stop()),
     ("Stop!", Stop()),
@@ -160,7 +168,6 @@ NEAR_MISSES = [
     "what time is the game tonight",
     "What time is it in Tokyo?",
     "how long does it take to boil an egg",
-    "what day is Christmas this year",
     "stop sign meaning",
     "why do people say never mind",
     "set the table for dinner",
@@ -182,13 +189,10 @@ NEAR_MISSES = [
     "Cancel the ten minute timer.",  # refer to a timer by name, not by duration
     "How long is left in the game?",
     "Is it Monday?",
-    "What day is it tomorrow?",
-    "What's the date tomorrow?",
     "What is the time in London?",
     "What time is it going to be in 3 hours?",
     "Wake me up at 7.",
     "Wake me up in the morning.",
-    "How many minutes in an hour?",
     "How long is left until Christmas?",
     "Set a timer for ten minutes ago.",
     "Check the timer on the oven.",
@@ -236,6 +240,8 @@ def test_the_table_covers_at_least_80_phrasings():
     ("2 minutes 30 seconds", 150),
     ("an hour fifteen", 4500),
     ("one thousand two hundred seconds", 1200),
+    ("fifteen hundred seconds", 1500),
+    ("one point five hours", 5400),
     ("zero minutes", 0),
     ("ten", None),
     ("minutes", None),

@@ -1,2 +1,2 @@
-"""What is answered without the model: the intent matcher, local commands, timers,
-announcements, spoken numbers."""
+"""What is answered without the model: the intent matcher, local commands, computed answers
+(arithmetic, unit conversions, the calendar), timers, announcements, spoken numbers."""

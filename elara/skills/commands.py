@@ -1,4 +1,5 @@
-"""Everyday commands carried out without the language model: timers, the time and date, "stop".
+"""Everyday commands carried out without the language model: timers, the time and date, "stop", and
+the questions whose answer is computed (arithmetic, unit conversions, the calendar).
 
 `elara.skills.intents` (pure) says what was asked; `LocalCommands` works out the spoken answer from the
 timers and the clock, and what doing it takes (`LocalReply.act`), which the orchestrator runs only
@@ -21,8 +22,8 @@ from typing import Any, Protocol
 from elara.conversation.messages import ChatMessage
 from elara.conversation.prompts import utc_now
 from elara.errors import StoreError
+from elara.skills import arithmetic, conversions, dates, spoken
 from elara.skills import intents as i
-from elara.skills import spoken
 from elara.skills.announcements import TIMER_DONE, TIMER_MISSED, Announcement, Announcer, announcement_record
 from elara.skills.timers import CANCELLED, DONE, RINGING, DueTimer, Timer, TimerBook
 
@@ -114,7 +115,18 @@ class LocalCommands:
             return LocalReply("tell_date", f"Today is {spoken.say_date(now.date(), year=True)}.")
         if isinstance(intent, i.Stop):
             return LocalReply("stop", "", act=self._stop_ringing, store=False)
+        if isinstance(intent, i.Calculate | i.Convert | i.WhichDay | i.DaysUntil):
+            return self._computed(intent)
         return None
+
+    def _computed(self, intent: i.Calculate | i.Convert | i.WhichDay | i.DaysUntil) -> LocalReply:
+        """A computed answer; the calendar's from today in the local zone."""
+        if isinstance(intent, i.Calculate):
+            return LocalReply("calculate", arithmetic.answer(intent))
+        if isinstance(intent, i.Convert):
+            return LocalReply("convert", conversions.answer(intent))
+        name = "days_until" if isinstance(intent, i.DaysUntil) else "which_day"
+        return LocalReply(name, dates.answer(intent, self._local_now().date()))
 
     # -- timers ---------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
-"""Recognises the everyday commands answered without the language model (timers, time, date, stop). Pure.
+"""Recognises the everyday commands answered without the language model (timers, time, date, stop)
+and the questions whose answer is computed (arithmetic, unit conversions, the calendar). Pure.
 
 Precision over recall: a transcript is a command only when the whole utterance, once normalised, fits
-one of the anchored patterns below; anything else (None) goes to the model as before.
+one of the anchored patterns below (or of the computing modules'); anything else (None) goes to the
+model as before.
 """
 
 from __future__ import annotations
@@ -9,6 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+
+from elara.skills import arithmetic, conversions, dates, numbers
+from elara.skills.arithmetic import Calculate
+from elara.skills.conversions import Convert
+from elara.skills.dates import DaysUntil, WhichDay
 
 
 @dataclass(frozen=True)
@@ -56,54 +63,25 @@ class Stop:
     """Stop the reply being spoken or a ringing timer."""
 
 
-Intent = SetTimer | TimerLeft | ListTimers | CancelTimer | TellTime | TellDate | Stop
+Intent = (SetTimer | TimerLeft | ListTimers | CancelTimer | TellTime | TellDate | Stop
+          | Calculate | Convert | WhichDay | DaysUntil)
 
 # --- numbers and durations -------------------------------------------------------------------------
 
-_SMALL = {w: i for i, w in enumerate(
+_NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand".split())
 _UNITS = {**dict.fromkeys(("second", "seconds", "sec", "secs"), 1),
           **dict.fromkeys(("minute", "minutes", "min", "mins"), 60),
           **dict.fromkeys(("hour", "hours", "hr", "hrs"), 3600)}
-_FRACTIONS = {("half",): 0.5, ("quarter",): 0.25, ("three", "quarters"): 0.75}
+_FRACTIONS = {("half",): 0.5, ("quarter",): 0.25, ("3", "quarters"): 0.75}
 _DIGITS = re.compile(r"\d+(?:\.\d+)?")
 _DURATION_MARK = "§"  # a parsed duration in the normalised text: "§600"
 
 
-def _word_number(tokens: list[str], i: int) -> tuple[int, int] | None:
-    """A whole number in words from tokens[i]: "a hundred and twenty", "twenty five", "one thousand"."""
-    total = current = 0
-    last = ""  # kind of the previous token: small, tens, hundred, thousand
-    j = i
-    if tokens[j:j + 1] in (["a"], ["an"]) and tokens[j + 1:j + 2] in (["hundred"], ["thousand"]):
-        current, last, j = 1, "small", j + 1
-    while j < len(tokens):
-        tok = tokens[j]
-        if tok in _SMALL and (last in ("", "hundred", "thousand") or (last == "tens" and 1 <= _SMALL[tok] <= 9)):
-            current += _SMALL[tok]
-            last = "small"
-        elif tok in _TENS and last in ("", "hundred", "thousand"):
-            current += _TENS[tok]
-            last = "tens"
-        elif tok == "hundred" and last == "small" and 1 <= current <= 9:
-            current *= 100
-            last = "hundred"
-        elif tok == "thousand" and last in ("small", "tens", "hundred") and total == 0 and current:
-            total, current = current * 1000, 0
-            last = "thousand"
-        elif (tok == "and" and last in ("hundred", "thousand") and j + 1 < len(tokens)
-              and (tokens[j + 1] in _SMALL or tokens[j + 1] in _TENS)):
-            pass
-        else:
-            break
-        j += 1
-    return (total + current, j) if last else None
-
-
 def _number(tokens: list[str], i: int) -> tuple[float, int] | None:
-    """An amount from tokens[i]: digits, words, "a couple of", with an optional "and a half"."""
+    """An amount from tokens[i] (number words are digits by now): digits, "a 100" ("a hundred"),
+    "a couple of", with an optional "and a half"."""
     if i >= len(tokens):
         return None
     value: float
@@ -115,11 +93,10 @@ def _number(tokens: list[str], i: int) -> tuple[float, int] | None:
         value, j = 2, i + 2
     elif tokens[i] in ("a", "an") and _unit_at(tokens, i + 1):
         value, j = 1, i + 1
+    elif tokens[i] == "a" and _DIGITS.fullmatch(after := "".join(tokens[i + 1:i + 2])) and float(after) >= 100:
+        value, j = float(after), i + 2  # "a hundred and twenty" reads as "a 120"
     else:
-        found = _word_number(tokens, i)
-        if found is None:
-            return None
-        value, j = found
+        return None
     if tokens[j:j + 3] == ["and", "a", "half"]:
         value, j = value + 0.5, j + 3
     return value, j
@@ -180,6 +157,8 @@ _LEADING = re.compile(
     r"|can you|could you|would you|will you|i need you to|i need|i want you to|i want|i would like"
     r"|id like|go ahead and|lets|now) )+")
 _TRAILING = re.compile(r"(?: (?:please|thanks|thank you|for me|jarvis|elara|now|right now|from now))+$")
+# A computed question keeps "from now": "2 weeks from now" is a day.
+_TRAILING_COURTESY = re.compile(r"(?: (?:please|thanks|thank you|for me|jarvis|elara))+$")
 
 
 def words(text: str) -> list[str]:
@@ -191,14 +170,13 @@ def words(text: str) -> list[str]:
     return text.split()
 
 
-def _normalise(text: str) -> str:
-    """The utterance as a plain token string with every duration replaced by "§<seconds>"."""
-    tokens = words(text)
+def _normalise(tokens: list[str]) -> str:
+    """The utterance's tokens as a plain string with every duration replaced by "§<seconds>"."""
     out: list[str] = []
     i = 0
     while i < len(tokens):
         # "set a second timer" is an ordinal, not one second.
-        if tokens[i:i + 3] == ["a", "second", "timer"]:
+        if tokens[i:i + 3] == ["a", "sec", "timer"]:
             out.append("another")
             i += 2
             continue
@@ -216,7 +194,7 @@ def _normalise(text: str) -> str:
 
 def parse_duration(text: str) -> int | None:
     """The whole of text as a duration in seconds ("an hour and a half", "90 seconds"), else None."""
-    tokens = words(text)
+    tokens = words(numbers.in_digits(text))
     found = _duration(tokens, 0)
     if found is None or found[1] != len(tokens):
         return None
@@ -229,7 +207,7 @@ def parse_duration(text: str) -> int | None:
 _NOT_NAMES = frozenset(
     "a an the my your our this that these those it its all every each any both some timer timers for of and or "
     "to on in at with me i you is are left new another other one set start cancel stop delete remove clear "
-    "how what which time long much more".split()) | frozenset(_UNITS) | frozenset(_SMALL) | frozenset(_TENS)
+    "how what which time long much more".split()) | frozenset(_UNITS) | _NUMBER_WORDS
 
 _D = rf"{_DURATION_MARK}(?P<dur>\d+)"
 # One or two words, as few as fit; never the words that frame the name.
@@ -330,7 +308,8 @@ def _named(patterns: list[re.Pattern[str]], line: str) -> tuple[bool, str | None
 
 def match(text: str) -> Intent | None:
     """The local command text says, or None when it is for the language model."""
-    line = _normalise(text)
+    tokens = words(numbers.in_digits(text))
+    line = _normalise(tokens)
     if not line:
         return None
     if _STOP.match(line):
@@ -351,7 +330,13 @@ def match(text: str) -> Intent | None:
     found, name = _named(_TIMER_LEFT, line)
     if found:
         return TimerLeft(name)
-    return _set_timer(line)
+    return _set_timer(line) or _computed(tokens)
+
+
+def _computed(tokens: list[str]) -> Calculate | Convert | WhichDay | DaysUntil | None:
+    """The question with a computed answer the tokens ask, or None."""
+    line = _TRAILING_COURTESY.sub("", _LEADING.sub("", " ".join(tokens)))
+    return arithmetic.parse(line) or conversions.parse(line) or dates.parse(line)
 
 
 _ANSWER_FILLER = frozenset(
