@@ -26,6 +26,8 @@ class SteppedLlama(llama_cpp.Llama):
         #: tokens of the latest prompt read anew, and kept from before (None until one is read)
         self.prompt_evaluated: int | None = None
         self.prompt_reused = 0
+        #: prompt tokens evaluated in this context since it opened
+        self.prompt_evaluated_total = 0
 
     def begin(self, stop: threading.Event, step: int) -> None:
         """Before a request: how it is stopped, and how many tokens a step reads."""
@@ -38,6 +40,7 @@ class SteppedLlama(llama_cpp.Llama):
             # The first call of a request reads the prompt (what its cache did not already hold);
             # the calls after it read one generated token each.
             self.prompt_evaluated, self.prompt_reused = len(tokens), self.n_tokens
+            self.prompt_evaluated_total += len(tokens)
         tokens = list(tokens)
         for start in range(0, max(len(tokens), 1), self.step):
             if self.stop is not None and self.stop.is_set():

@@ -56,6 +56,9 @@ class MemoryWorker:
         self._current: asyncio.Task | None = None
         self._current_job: _Queued | None = None
         self._runner: asyncio.Task | None = None
+        #: called when the queue has run empty: what the jobs changed (a summary, a fact) is in
+        #: the next prompt, which may now be read ahead
+        self.on_idle: Callable[[], None] | None = None
 
     # -- TurnObserver --------------------------------------------------------------------------
 
@@ -151,6 +154,8 @@ class MemoryWorker:
                 self._failed(job, type(exc).__name__, str(exc))
             finally:
                 self._current = self._current_job = None
+            if not self._queue and self.on_idle is not None:
+                self.on_idle()
 
     def _failed(self, job: _Queued, code: str, message: str) -> None:
         self.counters.failed += 1

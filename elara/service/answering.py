@@ -164,12 +164,15 @@ def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provide
     commands (dropped when `Intents.Enabled` is false); `room` names a satellite's room."""
     from elara.brain.orchestrator import Orchestrator
 
-    return Orchestrator(store=store, builder=make_builder(settings, store, memory, monitor),
-                        renderer=make_renderer(settings), llm=llm, sink=sink,
-                        context_size=settings.context.last_n,
-                        redact=Redactor(settings.context.redact),
-                        observers=[memory.worker] if memory is not None else [],
-                        commands=commands if settings.intents.enabled else None, room=room)
+    orchestrator = Orchestrator(
+        store=store, builder=make_builder(settings, store, memory, monitor),
+        renderer=make_renderer(settings), llm=llm, sink=sink, context_size=settings.context.last_n,
+        redact=Redactor(settings.context.redact),
+        observers=[memory.worker] if memory is not None else [],
+        commands=commands if settings.intents.enabled else None, room=room)
+    if memory is not None and room is None:
+        memory.worker.on_idle = orchestrator.prepare
+    return orchestrator
 
 
 def make_commands(settings: Settings, book: TimerBook, announcer: Announcer | None = None,
