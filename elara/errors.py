@@ -126,6 +126,11 @@ class ContextError(ElaraError):
     code = "context"
 
 
+class EvaluationStopped(Exception):
+    """The built-in model's prompt evaluation was stopped between two steps, as asked (not a
+    failure: what was read stays cached)."""
+
+
 class LanguageModelError(ElaraError):
     """The language model failed; `code` says how and `apology` is what the user hears."""
 

@@ -205,7 +205,8 @@ class FakeModel:
         self.hold: asyncio.Event | None = None
 
     async def stream(self, request):  # type: ignore[no-untyped-def]
-        self.questions.append(request.messages[-1]["content"])
+        # The question's words, without the time they were said ("[Saturday …] what is …").
+        self.questions.append(request.messages[-1]["content"].split("] ", 1)[-1])
         if self.hold is not None:
             await self.hold.wait()
         for word in self.reply.split(" "):

@@ -31,7 +31,7 @@ from elara.brain import personalities
 from elara.brain.ollama import ModelInfo, PromptTokens, json_reply
 from elara.brain.thinking import strip_thinking
 from elara.conversation.render import ChatRequest, GenerateRequest
-from elara.errors import LanguageModelError, ModelLoadError, ModelNotFoundError
+from elara.errors import EvaluationStopped, LanguageModelError, ModelLoadError, ModelNotFoundError
 from elara.service.openmp import prepare_openmp
 from elara.service.paths import default_models_dirs, package_dir
 from elara.settings import LanguageModelSettings
@@ -683,8 +683,6 @@ class EmbeddedLanguageModel:
     def _pieces(llama: Any, messages: list[dict[str, str]], arguments: dict[str, Any],
                 stop: threading.Event, put: Callable[[str, Any], None]) -> tuple[int, str | None]:
         """Stream one chat completion into `put`; how many pieces, and how it ended."""
-        from elara.brain.stepped import EvaluationStopped
-
         tokens, finish = 0, None
         try:
             chunks = llama.create_chat_completion(messages=messages, stream=True, **arguments)

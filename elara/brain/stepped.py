@@ -9,9 +9,7 @@ from typing import Any
 
 import llama_cpp
 
-
-class EvaluationStopped(Exception):
-    """The prompt's evaluation was stopped between two steps; what was read stays cached."""
+from elara.errors import EvaluationStopped
 
 
 class SteppedLlama(llama_cpp.Llama):
