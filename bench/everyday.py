@@ -208,6 +208,7 @@ def bench_settings(args: argparse.Namespace, folder: Path) -> tuple[Settings, di
     optional = {"Host": args.host, "Model": args.model, "EmbeddedModel": args.embedded_model,
                 "EmbeddedThreads": args.threads}
     env |= {f"ELARA__LanguageModel__{key}": str(value) for key, value in optional.items() if value is not None}
+    env |= {f"ELARA__{key}": value for key, value in (item.split("=", 1) for item in args.set)}
     return load_settings(env=env), env
 
 
@@ -301,6 +302,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3,
                         help="passes over the questions (sampling is not greedy: see the docs)")
     parser.add_argument("--whole", action="store_true", help="show whole replies, not their start")
+    parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE",
+                        help='a setting, e.g. LanguageModel__Options={"temperature": 0.2}')
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="elara-everyday-") as tmp:
         try:

@@ -417,6 +417,8 @@ def test_load_embedded_from_settings():
         assert model.threads == default_threads() == min(4, os.cpu_count() or 1)
         assert model.context_size == 1024 and model.host == "embedded"
         assert model.status()["load_seconds"] is not None
+        # The built-in model samples cooler than the personality says for larger models.
+        assert model.options["temperature"] == 0.2 and model.options["num_predict"] == 200
     finally:
         asyncio.run(model.aclose())
     assert model.status()["closed"] is True

