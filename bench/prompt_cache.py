@@ -93,6 +93,8 @@ async def conversation(turns: int, home: Path) -> list[dict]:
                          "summary": memory.summaries.latest.turns if memory.summaries.latest else 0,
                          "facts": len(memory.facts.facts()) if memory.facts else 0})
             reply = result.reply
+        if memory.facts is not None:
+            log("facts learned: " + "; ".join(f.text for f in memory.facts.facts()))
     finally:
         await memory.worker.stop()
         await llm.aclose()

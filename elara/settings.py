@@ -202,8 +202,11 @@ class LanguageModelSettings:
 class ContextSettings:
     """`Context`: how much history reaches the model, and where and how it is stored."""
 
-    last_n: int = setting("LastN", min=0, max=1000,
-                          doc="How many stored messages reach the model with each question.")
+    last_n: int = setting(
+        "LastN", min=0, max=1000,
+        doc="At most this many of the latest stored messages reach the model with each question; "
+            "the history grows by appending and, when full, drops its oldest in one block (down to "
+            "about half), so the model need not read it all again each turn.")
     storage_root: str | None = setting(
         "StorageRoot", restart=True,
         doc="The directory of the encrypted history; null: `Conversation` under the cache directory "
@@ -242,8 +245,9 @@ class MemorySettings:
         doc="Summarise once the turns not yet summarised fill this share of Context.MaxHistoryTokens.")
     facts: str = setting(
         "Facts", choices=("model", "explicit", "off"),
-        doc='Facts kept about you: `model` finds them after each turn and on request, `explicit` '
-            'only on "remember …" and "forget …", `off` none.')
+        doc='Facts kept about you: `model` finds them after each turn and on request (the built-in '
+            'model, which invents them, only on request), `explicit` only on "remember …" and '
+            '"forget …", `off` none.')
     max_facts: int = setting("MaxFacts", min=1, max=1000,
                              doc="Most facts kept; the oldest goes first.")
     retrieval: bool = setting(

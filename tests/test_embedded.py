@@ -441,3 +441,21 @@ def test_a_gguf_copy_in_models_resolves_and_the_copy_is_checked(tmp_path):
     copy = tmp_path / "copy.gguf"
     shutil.copyfile(builtin_model_path(), copy)
     assert resolve_embedded_model(str(copy)) == copy.resolve()
+
+
+def test_memory_asks_the_built_in_model_for_facts_only_on_request(tmp_path, embedded_model):
+    from elara.conversation.messages import ChatMessage
+    from elara.memory.manager import Memory
+    from tests.test_prompting import T0
+
+    assert embedded_model.learns_facts is False
+    settings = load_settings(env={"ELARA__Memory__Summaries": "false"})
+    memory = Memory(settings, ConversationStore(tmp_path / "store", "k"), embedded_model)
+
+    def jobs(said):
+        user = ChatMessage(ChatRole.USER, said, T0)
+        reply = ChatMessage(ChatRole.ASSISTANT, "Noted.", T0)
+        return [name for name, _, _ in memory._jobs_after_turn(user, reply)]
+
+    assert jobs("What is a good name for a cat?") == []  # it would invent "the user likes cats"
+    assert jobs("Remember that my sister is called Maria.") == ["explicit memory request"]

@@ -458,6 +458,12 @@ class EmbeddedLanguageModel:
         return self.loaded.path
 
     @property
+    def learns_facts(self) -> bool:
+        """Whether memory may ask it for facts about the user: not the built-in model, which
+        invents them (bench.prompt_cache); "remember that …" still works with it."""
+        return self.loaded.path != builtin_model_path()
+
+    @property
     def options(self) -> Mapping[str, Any]:
         """The Ollama-named options it answers with."""
         return dict(self._options)

@@ -151,6 +151,7 @@ class Orchestrator:
         self.room = room
         self._lock = asyncio.Lock()
         self._preparing: asyncio.Task[None] | None = None
+        self._prepare_again = False
 
     async def on_prompt_ready(self, event: PromptReady, *,
                               commit: asyncio.Event | None = None) -> TurnResult:
@@ -171,20 +172,28 @@ class Orchestrator:
 
     def prepare(self) -> None:
         """Have the model read the next turn's prompt up to its question while nobody waits for
-        it (after a reply, and at the wake word), where the model can (the built-in one)."""
+        it (after a reply, when memory jobs changed the prompt, and at the wake word), where the
+        model can (the built-in one)."""
         prefill = getattr(self.llm, "prefill", None)
-        if prefill is None or self._lock.locked() or (
-                self._preparing is not None and not self._preparing.done()):
+        if prefill is None:
             return
-        self._preparing = asyncio.create_task(self._prefill(prefill), name="prepare-turn")
+        if self._preparing is not None and not self._preparing.done():
+            self._prepare_again = True  # the prompt may have changed since that reading began
+            return
+        if not self._lock.locked():
+            self._preparing = asyncio.create_task(self._prefill(prefill), name="prepare-turn")
 
     async def _prefill(self, prefill: Callable[[ChatRequest | GenerateRequest], Awaitable[None]]) -> None:
-        try:
-            prompt = await self.builder.build("", self.context_size, measured=False)
-            await prefill(self.renderer.render(prompt))
-        except (ElaraError, OSError) as exc:
-            # Only time is lost: the turn reads its whole prompt itself.
-            log.debug("could not prepare the next turn: %s", exc)
+        self._prepare_again = True
+        while self._prepare_again and not self._lock.locked():
+            self._prepare_again = False
+            try:
+                prompt = await self.builder.build("", self.context_size, measured=False)
+                await prefill(self.renderer.render(prompt))
+            except (ElaraError, OSError) as exc:
+                # Only time is lost: the turn reads its whole prompt itself.
+                log.debug("could not prepare the next turn: %s", exc)
+                return
 
     async def _turn(self, event: PromptReady, commit: asyncio.Event | None) -> TurnResult:
         started = self._monotonic()

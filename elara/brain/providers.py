@@ -206,6 +206,11 @@ class AutoLanguageModel:
             await prefill(request)
 
     @property
+    def learns_facts(self) -> bool:
+        """Whether the model answering now may be asked for facts about the user."""
+        return bool(getattr(self._current, "learns_facts", True))
+
+    @property
     def last_prompt(self) -> PromptTokens | None:
         """How the latest reply's prompt was read, by the model answering now."""
         return getattr(self._current, "last_prompt", None)

@@ -145,7 +145,9 @@ class Memory:
         request = parse_memory_request(user.content) if facts is not None else None
         if facts is not None and request is not None:
             jobs.append(("explicit memory request", lambda: _apply_request(facts, request), False))
-        elif facts is not None and reply is not None and self.settings.memory.facts == "model":
+        elif (facts is not None and reply is not None and self.settings.memory.facts == "model"
+              # A model may say it only invents them (the built-in one): then only on request.
+              and getattr(self._llm, "learns_facts", True)):
             jobs.append(("fact extraction", lambda: self._extract_facts(facts, user, reply), True))
         if index is not None and reply is not None:
             # Turns that could not be embedded earlier (Ollama was down) go along with these.
