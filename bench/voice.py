@@ -37,7 +37,7 @@ from bench.common import (
 )
 from tests.rig import voice_clips
 from tests.rig.daemon_process import daemon_env
-from tests.rig.ollama_server import FakeOllamaServer
+from tests.rig.ollama_server import FakeOllamaServer, last_user_text
 from tests.rig.pulse import VirtualSoundCard
 
 STAGES = ("speech_end_to_turn_end", "speech_end_to_transcript", "transcript_to_first_token", "first_token_to_first_audio",
@@ -54,7 +54,7 @@ def asked(server: FakeOllamaServer, before: int) -> str:
     """The user's words of the last turn the model was asked to answer after the first `before`
     ones ('' if none)."""
     turns = server.turns()[before:]
-    return turns[-1]["messages"][-1]["content"] if turns else ""
+    return last_user_text("chat", turns[-1]) if turns else ""
 
 
 def last_user_words(env: dict[str, str]) -> str:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.rig import voice_clips
 from tests.rig.daemon_process import DaemonProcess, asking_status, daemon_env, daemon_status, status_answer
+from tests.rig.ollama_server import last_user_text
 from tests.rig.recording import reaction, voiced_end
 from tests.spec_reader import read_all
 
@@ -80,8 +81,7 @@ def words(text):
 
 def asked(server):
     """The user's words of each turn the model was asked to answer."""
-    return [words(next(m["content"] for m in reversed(t["messages"]) if m["role"] == "user"))
-            for t in server.turns()]
+    return [words(last_user_text("chat", t)) for t in server.turns()]
 
 
 @pytest.mark.parametrize("echo_daemon", [{"Listening__Mode": "continued", "Listening__FollowUpSeconds": "3",

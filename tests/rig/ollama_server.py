@@ -46,14 +46,22 @@ OLLAMA_VERSION = "0.6.5"
 
 
 def last_user_text(endpoint: str, body: dict) -> str:
-    """The user's last words: the last user message (chat) or last `User:` line (generate)."""
+    """The user's last words: the last user message (chat) or last `User:` line (generate),
+    without the time Elara puts before them ("[Saturday 28 November 2026, 07:55 UTC] …")."""
     if endpoint == "chat":
         users = [m.get("content") or "" for m in body.get("messages") or []
                  if m.get("role") == "user"]
-        return users[-1].strip() if users else ""
+        return _unstamped(users[-1].strip().splitlines()[-1]) if users and users[-1].strip() else ""
     prompt = body.get("prompt") or ""
+    stamped = re.findall(r"^(?:User:[ \t]*)?(\[[^\]\n]*\].*)$", prompt, flags=re.MULTILINE)
+    if stamped:
+        return _unstamped(stamped[-1])
     lines = re.findall(r"^User:[ \t]*(.*)$", prompt, flags=re.MULTILINE)
     return lines[-1].strip() if lines else prompt.strip()
+
+
+def _unstamped(line: str) -> str:
+    return re.sub(r"^\[[^\]]*\]\s*", "", line.strip())
 
 
 def default_responder(endpoint: str, body: dict) -> str:
