@@ -8,6 +8,7 @@ import sys
 
 from elara import __version__
 from elara.cli import config_cmd, conversation, doctor, history, service, timers, voice, wake
+from elara.cli import mcp as mcp_cli
 from elara.cli import memory as memory_cli
 from elara.config import load_settings_with_sources
 from elara.errors import ElaraError
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_commands(commands)
     doctor.add_commands(commands)
     memory_cli.add_commands(commands)
+    mcp_cli.add_commands(commands)
     history.add_commands(commands)
     timers.add_commands(commands)
     config_cmd.add_commands(commands)
