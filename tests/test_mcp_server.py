@@ -81,7 +81,7 @@ def test_every_tool_and_resource_reads_the_encrypted_store(home):
 
     tools, resources, found, page, older, facts, summary, people, facts_resource = run(home, use)
     assert tools == {"search_history", "read_history", "list_facts", "read_summary",
-                     "list_personalities", "forget_fact"}
+                     "list_personalities", "forget_fact", "purge_history"}
     assert resources == {"elara://facts", "elara://summary", "elara://personalities"}
     hits = content(found)
     hits = hits if isinstance(hits, list) else [hits]
@@ -128,3 +128,15 @@ def _listed(result):
     assert not result.is_error, result.content
     items = [json.loads(c.text) for c in result.content]
     return items[0] if len(items) == 1 and isinstance(items[0], list) else items
+
+
+def test_purging_deletes_the_old_history_only_when_allowed(home):
+    async def purge(session):
+        return await session.call_tool("purge_history", {"older_than_days": 0})
+
+    refused = run(home, purge)
+    assert refused.is_error and "--allow-writes" in refused.content[0].text
+    assert len(ConversationStore(home / "store", KEY).read_tail(10)) >= 4
+    done = run(home, purge, "--allow-writes")
+    assert not done.is_error and json.loads(done.content[0].text)["turns"] == 4
+    assert ConversationStore(home / "store", KEY).read_tail(10, (ChatRole.USER, ChatRole.ASSISTANT)) == []

@@ -1,6 +1,6 @@
 """`elara mcp`: what Elara remembers, served over MCP on stdio to an LLM client on this machine:
 the history (searched and paged), the facts, the summary and the personalities, as tools and as
-resources. Read-only unless `--allow-writes`. Everything comes from the encrypted store under the
+resources. Read-only unless `--allow-writes` (forget facts, delete old history). Everything comes from the encrypted store under the
 same key rules as the other commands; a wrong key or a damaged record is an MCP error with the
 fix, never a traceback."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from elara.brain import personalities
@@ -31,7 +32,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "mcp", help="serve what Elara remembers (history, facts, summary, personalities) over MCP "
                     "on stdio, for an LLM client on this machine")
     serve.add_argument("--allow-writes", action="store_true",
-                       help="also let the client forget facts (read-only without it)")
+                       help="also let the client forget facts and delete old history "
+                            "(read-only without it)")
     serve.set_defaults(handler=_serve)
 
 
@@ -93,9 +95,7 @@ class MemoryReader:
 
     def forget(self, query: str) -> list[dict[str, str]]:
         """Forget the facts with this id (prefix) or holding these words; the daemon reads them again."""
-        if not self.allow_writes:
-            raise _tool_error("this server is read-only: start it as `elara mcp --allow-writes` to "
-                              "let the client forget facts")
+        self._writable("forget facts")
         from elara.cli.memory import reload_daemon_memory
 
         forgotten = self._read(lambda: self._facts().forget(query))
@@ -103,6 +103,28 @@ class MemoryReader:
             raise _tool_error(f"no remembered fact matches {query!r}: list them with list_facts")
         reload_daemon_memory()
         return [{"id": f.id, "text": f.text} for f in forgotten]
+
+    def purge(self, older_than_days: int) -> dict[str, int]:
+        """Delete the messages older than this many days and what was derived from them."""
+        self._writable("delete history")
+        if older_than_days < 0:
+            raise _tool_error("older_than_days counts from 0 (everything)")
+        from elara.cli.memory import reload_daemon_memory
+        from elara.memory.retention import forget_before
+
+        cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
+        store = self._store()
+        report = self._read(lambda: forget_before(
+            store, cutoff, turns_only=False, keep_summaries=self.settings.context.retention_keep_summaries))
+        if report.deleted:
+            reload_daemon_memory()
+        return {"deleted": report.deleted, "turns": report.turns_deleted,
+                "summaries": report.summaries_deleted, "facts": report.facts_deleted}
+
+    def _writable(self, doing: str) -> None:
+        if not self.allow_writes:
+            raise _tool_error(f"this server is read-only: start it as `elara mcp --allow-writes` to "
+                              f"let the client {doing}")
 
     def _store(self) -> ConversationStore:
         return self._read(lambda: answering.open_store(self.settings, create_key=False))
@@ -154,8 +176,13 @@ def memory_server(settings: Settings, *, allow_writes: bool = False) -> Any:
         """Forget the facts with this id (or id prefix) or holding these words (needs --allow-writes)."""
         return reader.forget(query)
 
+    def purge_history(older_than_days: int) -> dict[str, int]:
+        """Delete the messages older than this many days, and the facts and summaries derived from
+        them (needs --allow-writes)."""
+        return reader.purge(older_than_days)
+
     for tool in (search_history, read_history, list_facts, read_summary, list_personalities,
-                 forget_fact):
+                 forget_fact, purge_history):
         server.add_tool(tool)
     for uri, read, about in (("elara://facts", list_facts, "The facts Elara remembers about the user"),
                              ("elara://summary", read_summary, "The summary of the older conversation"),
