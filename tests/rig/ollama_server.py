@@ -16,6 +16,19 @@ thinking` (Ollama's words); false or absent is accepted and the reply goes out v
 `content`, <think> tags and all, as from a model whose template Ollama cannot parse. `chunk_chars`
 streams replies in pieces of that many characters instead of words, so tags split across chunks
 ("<th" + "ink>").
+
+Tools, as Ollama (server/routes.go, server/images.go) treats them. A model calls tools when its
+capabilities include "tools". A chat request with a non-empty `tools` list to a model without it is
+refused with HTTP 400 `<full name> does not support tools` (the name in full, e.g.
+`registry.ollama.ai/library/test-model:latest`), after the thinking check. The responder scripts a
+call by returning `ToolCalls([("set_timer", {"seconds": 600})])`: any `text` in it streams first
+(reasoning and all, as above), then one chunk whose `message` has `content` "" and `tool_calls`
+`[{"id": "call_…", "function": {"index": 0, "name": …, "arguments": {…}}}]`, then the done chunk
+(`done_reason` "stop", as Ollama's native API says after a call); unstreamed, the calls are in the
+one reply's `message.tool_calls`. The next request brings them back as the assistant message's
+`tool_calls` and the results as `{"role": "tool", "content": …, "tool_name": …}` messages, which
+the responder sees in the body (`pending_tool_results`). A responder that calls tools the request
+did not offer is a mistake in the test: HTTP 500 naming it.
 """
 
 from __future__ import annotations
@@ -23,18 +36,34 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 import re
 import signal
 import socket
+import string
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-#: callable(endpoint, body) -> reply text; endpoint is "chat" or "generate".
-Responder = Callable[[str, dict], str]
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """A reply in which the model calls tools: (name, arguments) pairs, after optional `text`."""
+
+    calls: Sequence[tuple[str, Mapping[str, Any]]]
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calls", tuple((name, dict(arguments))
+                                                for name, arguments in self.calls))
+
+
+#: callable(endpoint, body) -> reply text or ToolCalls; endpoint is "chat" or "generate".
+Responder = Callable[[str, dict], str | ToolCalls]
 
 #: Values `FakeOllamaServer.fault` accepts.
 FAULTS = ("none", "error_mid_stream", "hang", "slow", "drop", "stall", "http_500",
@@ -58,6 +87,17 @@ def last_user_text(endpoint: str, body: dict) -> str:
         return _unstamped(stamped[-1])
     lines = re.findall(r"^User:[ \t]*(.*)$", prompt, flags=re.MULTILINE)
     return lines[-1].strip() if lines else prompt.strip()
+
+
+def pending_tool_results(body: dict) -> list[dict]:
+    """The `tool` role messages after the last user message: the results the model answers now."""
+    pending: list[dict] = []
+    for message in body.get("messages") or []:
+        if message.get("role") == "user":
+            pending = []
+        elif message.get("role") == "tool":
+            pending.append(message)
+    return pending
 
 
 def _unstamped(line: str) -> str:
@@ -113,6 +153,28 @@ def canonical_model(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
+def qualified_model(name: str) -> str:
+    """`name` in full as Ollama's errors spell it (model.ParseName(name).String()): host,
+    namespace and tag filled in, e.g. `registry.ollama.ai/library/test-model:latest`."""
+    path, tag = (name.rsplit(":", 1) if ":" in name.rsplit("/", 1)[-1] else (name, "latest"))
+    parts = path.split("/")
+    parts = ["registry.ollama.ai", "library"][: max(0, 3 - len(parts))] + parts
+    return f"{'/'.join(parts)}:{tag}"
+
+
+def wire_tool_calls(calls: ToolCalls) -> list[dict]:
+    """`calls` as Ollama streams them in `message.tool_calls`: a `call_` id (8 random lowercase
+    letters and digits, as routes.go's toolCallId) and the call's index in the reply."""
+    alphabet = string.ascii_lowercase + string.digits
+    return [{"id": "call_" + "".join(random.choices(alphabet, k=8)),
+             "function": {"index": index, "name": name, "arguments": dict(arguments)}}
+            for index, (name, arguments) in enumerate(calls.calls)]
+
+
+class ToolsNotOffered(ValueError):
+    """The responder called tools in reply to a request that offered none."""
+
+
 EMBED_DIMENSIONS = 64
 
 
@@ -154,8 +216,9 @@ class FakeOllamaServer:
     `fault_after` (fragments sent before a mid-stream fault), `slow_delay` (seconds
     before each fragment when slow), `hang_seconds` (upper bound of a hang), `error_message`,
     `model_details` (for /api/show and /api/tags), `model_capabilities` (name -> /api/show
-    capabilities; unlisted models have ["completion"]), `chunk_chars` (None: stream words).
-    Observations: `requests` (path, JSON body, including any `think`) and `aborted_streams`
+    capabilities; unlisted models have ["completion"]; add "tools" for a model that calls tools),
+    `chunk_chars` (None: stream words).
+    Observations: `requests` (path, JSON body, including any `think` and `tools`) and `aborted_streams`
     (streams whose client went away before the end).
 
     Faults: none; error_mid_stream (fragments, then an `{"error": ...}` line); hang (nothing at
@@ -268,6 +331,10 @@ class FakeOllamaServer:
         """True when `name` is a thinking model."""
         return "thinking" in self.capabilities(name)
 
+    def calls_tools(self, name: str) -> bool:
+        """True when `name` has the tools capability."""
+        return "tools" in self.capabilities(name)
+
     def _record(self, path: str, body: dict) -> None:
         with self._lock:
             self.requests.append((path, body))
@@ -358,6 +425,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._embed(body)
             else:
                 self._send_text(404, "404 page not found")
+        except ToolsNotOffered as exc:  # raised before anything is sent
+            self._send_json(500, {"error": f"fake server: {exc}"})
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away; nothing left to say
 
@@ -425,6 +494,10 @@ class _Handler(BaseHTTPRequestHandler):
             # Ollama checks this before loading the model, for every request (routes.go).
             self._send_json(400, {"error": f"{json.dumps(name)} does not support thinking"})
             return
+        if endpoint == "chat" and body.get("tools") and not owner.calls_tools(name):
+            # Then scheduleRunner's capability check, which names the model in full (routes.go).
+            self._send_json(400, {"error": f"{qualified_model(name)} does not support tools"})
+            return
         fault = owner.fault
         if fault not in FAULTS:
             self._send_json(500, {"error": f"fake server: unknown fault {fault!r}"})
@@ -459,9 +532,12 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send_json(200, reply)
             return
 
-        thinking, answer = self._reply(endpoint, body)
-        pieces = [("thinking", p) for p in pieces_of(thinking, owner.chunk_chars)] + [
+        thinking, answer, calls = self._reply(endpoint, body)
+        pieces: list[tuple[str, Any]] = [
+            ("thinking", p) for p in pieces_of(thinking, owner.chunk_chars)] + [
             ("content", p) for p in pieces_of(answer, owner.chunk_chars)]
+        if calls:
+            pieces.append(("tool_calls", calls))  # one chunk, as Ollama's parser sends them
         cut = min(owner.fault_after, len(pieces)) if fault in (
             "error_mid_stream", "drop", "stall", "no_done", "truncated") else len(pieces)
         self._start_stream()
@@ -472,6 +548,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if kind == "thinking":
                     self._chunk(self._line(endpoint, name, "", thinking=piece))
+                elif kind == "tool_calls":
+                    self._chunk(self._line(endpoint, name, "", tool_calls=piece))
                 else:
                     self._chunk(self._line(endpoint, name, piece))
             if fault == "error_mid_stream":
@@ -483,8 +561,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._hang()
                 return
             elif fault == "truncated":
-                whole = (json.dumps(self._line(endpoint, name, pieces[cut][1] if cut < len(pieces)
-                                               else " more")) + "\n").encode()
+                rest = pieces[cut][1] if cut < len(pieces) and pieces[cut][0] != "tool_calls" \
+                    else " more"
+                whole = (json.dumps(self._line(endpoint, name, rest)) + "\n").encode()
                 half = whole[: len(whole) // 2]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(half), half))
             elif fault == "no_done":
@@ -498,22 +577,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- reply shapes -------------------------------------------------------------------------
 
-    def _reply(self, endpoint: str, body: dict) -> tuple[str, str]:
-        """(reasoning to send in `thinking`, text to send as the reply) for this request."""
-        text = self.owner.responder(endpoint, body)
+    def _reply(self, endpoint: str, body: dict) -> tuple[str, str, list[dict]]:
+        """(reasoning to send in `thinking`, text to send as the reply, tool calls on the wire)."""
+        reply = self.owner.responder(endpoint, body)
+        if not isinstance(reply, ToolCalls):
+            text, calls = reply, []
+        elif endpoint == "chat" and body.get("tools"):
+            text, calls = reply.text, wire_tool_calls(reply)
+        else:
+            raise ToolsNotOffered(f"the responder called {[n for n, _ in reply.calls]} but "
+                                  "the request offered no tools")
         if not self.owner.thinks(body["model"]):
-            return "", text  # nothing parses the model's tags: they stay in the text
+            return "", text, calls  # nothing parses the model's tags: they stay in the text
         thinking, answer = split_thinking(text)
         if body.get("think") is False:
-            return "", answer  # told not to think, the model goes straight to the answer
-        return thinking, answer
+            return "", answer, calls  # told not to think, the model goes straight to the answer
+        return thinking, answer, calls
 
     @staticmethod
-    def _line(endpoint: str, name: str, text: str, *, thinking: str | None = None) -> dict:
+    def _line(endpoint: str, name: str, text: str, *, thinking: str | None = None,
+              tool_calls: list[dict] | None = None) -> dict:
         line: dict[str, Any] = {"model": name, "created_at": _now()}
         if endpoint == "chat":
             line["message"] = {"role": "assistant"}
         _say(line, endpoint, text, thinking)
+        if tool_calls:
+            line["message"]["tool_calls"] = tool_calls
         line["done"] = False
         return line
 
@@ -542,9 +631,12 @@ class _Handler(BaseHTTPRequestHandler):
         return line
 
     def _whole_reply(self, endpoint: str, body: dict) -> dict:
-        thinking, text = self._reply(endpoint, body)
-        line = self._done_line(endpoint, body, len(fragments(thinking)) + len(fragments(text)))
+        thinking, text, calls = self._reply(endpoint, body)
+        line = self._done_line(endpoint, body, len(fragments(thinking)) + len(fragments(text))
+                               + len(calls))
         _say(line, endpoint, text, thinking)
+        if calls:
+            line["message"]["tool_calls"] = calls
         return line
 
     def _load_reply(self, endpoint: str, body: dict) -> dict:
@@ -634,12 +726,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply", help="a fixed reply instead of the echoing default")
     parser.add_argument("--thinking-model", action="append", default=[],
                         help="an installed model with the thinking capability (repeatable)")
+    parser.add_argument("--tools-model", action="append", default=[],
+                        help="an installed model with the tools capability (repeatable)")
     parser.add_argument("--chunk-chars", type=int, help="stream replies in pieces of N characters")
     args = parser.parse_args(argv)
 
-    models = (args.model or ([] if args.thinking_model else [DEFAULT_MODEL])) + args.thinking_model
+    special = args.thinking_model + args.tools_model
+    models = (args.model or ([] if special else [DEFAULT_MODEL])) + special
     server = FakeOllamaServer(host=args.host, port=args.port, models=models)
     server.model_capabilities = {m: ["completion", "thinking"] for m in args.thinking_model}
+    for m in args.tools_model:
+        server.model_capabilities[m] = server.model_capabilities.get(m, ["completion"]) + ["tools"]
     server.chunk_chars = args.chunk_chars
     server.fault = args.fault
     server.slow_delay = args.slow_delay
