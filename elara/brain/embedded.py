@@ -96,6 +96,11 @@ def builtin_model_path() -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
+def is_builtin(path: Path) -> bool:
+    """Whether `path` is the built-in model's file."""
+    return path == builtin_model_path()
+
+
 def resolve_embedded_model(value: str | None, models_dirs: Sequence[Path] | None = None) -> Path:
     """A `LanguageModel.EmbeddedModel` value → a checked GGUF file: null means the built-in
     model; a relative path is looked up in the working directory, then in each models dir
@@ -292,7 +297,7 @@ def load_embedded(settings: EmbeddedConfig) -> EmbeddedLanguageModel:
     path = resolve_embedded_model(lm.embedded_model)
     preset = personalities.resolve(lm.personality, settings.personalities)
     options = personalities.model_options(preset, lm.options)
-    if lm.embedded_model is None and "temperature" not in lm.options and "temperature" in options:
+    if is_builtin(path) and "temperature" not in lm.options and "temperature" in options:
         # A model this small wanders off at the temperatures the presets give larger ones.
         options["temperature"] = round(options["temperature"] * BUILTIN_TEMPERATURE_SCALE, 2)
     return load_model(path, threads=lm.embedded_threads or default_threads(), options=options,
@@ -398,6 +403,8 @@ class LoadedModel:
         #: the model's own thread (model_thread): every call into llama.cpp runs there
         self.executor = executor
         self.path = path
+        #: the built-in model's file (is_builtin), read once at load
+        self.builtin = is_builtin(path)
         self.threads = threads
         self.context_size = context_size
         self.load_seconds = load_seconds
@@ -461,7 +468,7 @@ class EmbeddedLanguageModel:
     def learns_facts(self) -> bool:
         """Whether memory may ask it for facts about the user: not the built-in model, which
         invents them (bench.prompt_cache); "remember that …" still works with it."""
-        return self.loaded.path != builtin_model_path()
+        return not self.loaded.builtin
 
     @property
     def options(self) -> Mapping[str, Any]:

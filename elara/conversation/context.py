@@ -103,7 +103,7 @@ def newest_exchanges(messages: Sequence[ChatMessage], max_messages: int, max_tok
         kept[:0] = exchange
         tokens += cost
     if not kept and messages:
-        kept = [m for m in messages[-max_messages:]]
+        kept = list(messages[-max_messages:])
         if max_tokens is not None and sum(estimate(m.content) for m in kept) > max_tokens:
             return []
     return kept
