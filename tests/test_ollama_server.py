@@ -182,7 +182,8 @@ def test_fragments_are_words_that_join_back():
 
 def test_runs_standalone_until_sigterm():
     proc = subprocess.Popen([sys.executable, "-m", "tests.rig.ollama_server", "--port", "0", "--model", "m1",
-                             "--thinking-model", "t1"], cwd=Path(__file__).parents[1], stdout=subprocess.PIPE, text=True)
+                             "--tools-model", "t1", "--thinking-model", "t1"],
+                            cwd=Path(__file__).parents[1], stdout=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         assert ready, "the server printed no URL"
@@ -190,8 +191,8 @@ def test_runs_standalone_until_sigterm():
         assert url.startswith("http://127.0.0.1:")
         client = ollama.Client(host=url, timeout=5)
         assert [m.model for m in client.list().models] == ["m1", "t1"]
-        assert "thinking" in client.show("t1").capabilities
-        assert "thinking" not in client.show("m1").capabilities
+        assert client.show("t1").capabilities == ["completion", "thinking", "tools"]
+        assert client.show("m1").capabilities == ["completion"]
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:

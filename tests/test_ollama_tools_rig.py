@@ -2,12 +2,6 @@
 
 import asyncio
 import json
-import os
-import select
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import ollama
@@ -186,23 +180,3 @@ def test_a_thinking_tools_model_streams_its_reasoning_then_the_call(server):
     assert "".join(c.message.thinking or "" for c in chunks) == "Ten minutes is 600 s."
     assert "".join(c.message.content or "" for c in chunks) == ""
     assert sum(len(c.message.tool_calls or []) for c in chunks) == 1
-
-
-def test_the_standalone_server_offers_a_tools_model():
-    proc = subprocess.Popen([sys.executable, "-m", "tests.rig.ollama_server", "--port", "0",
-                             "--model", "m1", "--tools-model", "t1", "--thinking-model", "t1"],
-                            cwd=Path(__file__).parents[1], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 10)
-        assert ready, "the server printed no URL"
-        client = ollama.Client(host=proc.stdout.readline().strip(), timeout=5)
-        assert client.show("t1").capabilities == ["completion", "thinking", "tools"]
-        assert client.show("m1").capabilities == ["completion"]
-        os.kill(proc.pid, signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        proc.stdout.close()
