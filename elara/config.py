@@ -14,7 +14,7 @@ import os
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -222,6 +222,9 @@ def _bind_dataclass(cls: type, data: Any, path: str) -> Any:
     for f in fields(cls):
         key = f.metadata.get("key", f.name)
         where = f"{path}.{key}" if path else key
+        if key.casefold() not in given and f.default is not MISSING:
+            values[f.name] = f.default  # a list entry's optional key
+            continue
         if key.casefold() not in given:
             raise ConfigError(f"{where}: missing (each entry needs it)" if "[" in where else
                               f"{where}: missing (the packaged appsettings.json should define it)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -13,13 +13,15 @@ import pydantic
 
 
 def setting(key: str, *, doc: str, restart: bool = False, secret: bool = False,
-            check: Callable[[Any], str | None] | None = None, **limits: Any) -> Any:
+            check: Callable[[Any], str | None] | None = None, default: Any = MISSING,
+            **limits: Any) -> Any:
     """Declare a field's config key name; `doc`, its meaning for people (one line, in
     docs/configuration.md); `restart`, when a reload (SIGHUP) does not apply it; its range
     (`min`, `max`) or `choices`; a custom `check` or `normalize` (its docstring's first line says
-    what it accepts, for the docs); and secrecy (never shown)."""
-    return field(metadata={"key": key, "doc": doc, "restart": restart, "secret": secret,
-                           "check": check, **limits})
+    what it accepts, for the docs); and secrecy (never shown). A `default` is for a list's entries,
+    whose keys may be left out; a section's values all come from the packaged appsettings.json."""
+    return field(default=default, metadata={"key": key, "doc": doc, "restart": restart,
+                                            "secret": secret, "check": check, **limits})
 
 
 def section(key: str) -> Any:
@@ -491,6 +493,74 @@ class TimersSettings:
                                   doc="How long a finished timer rings unless stopped.")
 
 
+_SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+
+
+def _source_name(value: str) -> str | None:
+    """Letters, digits, _ and -, at most 32, not `elara` (the built-in tools' name)."""
+    if not _SOURCE_NAME.match(value):
+        return "expected a short name of letters, digits, _ and - (it prefixes the server's tools)"
+    return "`elara` names the built-in tools; choose another Name" if value.casefold() == "elara" else None
+
+
+def _tool_patterns(value: tuple[str, ...]) -> str | None:
+    """`source/tool` or `source/*` entries (`elara` is the built-in tools' source)."""
+    bad = [v for v in value if v.count("/") != 1 or not all(v.split("/"))]
+    return f"expected entries like \"home/turn_off\" or \"home/*\", not {bad[0]!r}" if bad else None
+
+
+@dataclass(frozen=True)
+class McpServerSettings:
+    """One entry of `Tools.McpServers`: an MCP server whose tools the model may call."""
+
+    name: str = setting("Name", check=_source_name,
+                        doc="The server's name: its tools are offered as `Name_tool` and allowed as "
+                            "`Name/tool`.")
+    command: str | None = setting("Command", check=_not_blank, default=None,
+                                  doc="The program that serves MCP on stdio (or give Url).")
+    args: tuple[str, ...] = setting("Args", doc="The program's arguments.", default=())
+    env: Mapping[str, str] | None = setting("Env", default=None,
+                                            doc="Environment variables the program gets, besides "
+                                                "PATH, HOME and the like.")
+    url: str | None = setting("Url", check=_http_url,
+                              doc="A streamable-HTTP MCP server's address (or give Command).", default=None)
+    headers_file: str | None = setting(
+        "HeadersFile", check=_not_blank, default=None,
+        doc="A JSON file of HTTP headers sent to Url (such as Authorization), kept out of the config.")
+    timeout_seconds: float = setting("TimeoutSeconds", min=0.5, max=600, default=15.0,
+                                     doc="Longest wait for the server to start or for one tool call.")
+
+
+def _unique_sources(value: tuple[McpServerSettings, ...]) -> str | None:
+    """Each Name once; each with either Command (stdio) or Url (HTTP)."""
+    names = [s.name.casefold() for s in value]
+    if len(set(names)) != len(names):
+        return "each MCP server needs its own Name"
+    both = [s.name for s in value if (s.command is None) == (s.url is None)]
+    return f"{both[0]}: give either Command (stdio) or Url (streamable HTTP)" if both else None
+
+
+@dataclass(frozen=True)
+class ToolsSettings:
+    """`Tools`: what the model may do — the built-in tools, MCP servers' tools, and which of them
+    run without asking."""
+
+    enabled: bool = setting("Enabled", doc="Offer tools to a model that can call them.")
+    mcp_servers: tuple[McpServerSettings, ...] = setting(
+        "McpServers", check=_unique_sources,
+        doc="MCP servers whose tools the model may call: a list of {Name, Command, Args, Env} "
+            "(stdio) or {Name, Url, HeadersFile} (streamable HTTP).")
+    allow: tuple[str, ...] = setting(
+        "Allow", check=_tool_patterns,
+        doc="Tools that may run besides the built-in read-only ones: `source/tool` or `source/*` "
+            "(`elara/*` is the built-in timers, reminders and facts).")
+    confirm: tuple[str, ...] = setting(
+        "Confirm", check=_tool_patterns,
+        doc="Allowed tools Elara asks about aloud first, run only on a yes.")
+    max_rounds: int = setting("MaxRounds", min=1, max=10,
+                              doc="The most rounds of tool calls in one turn before she must answer.")
+
+
 @dataclass(frozen=True)
 class AnnouncementsSettings:
     """`Announcements`: what Elara says without being asked."""
@@ -553,6 +623,7 @@ class Settings:
     text_to_speech: TextToSpeechSettings = section("TextToSpeech")
     intents: IntentsSettings = section("Intents")
     timers: TimersSettings = section("Timers")
+    tools: ToolsSettings = section("Tools")
     announcements: AnnouncementsSettings = section("Announcements")
     logging: LoggingSettings = section("Logging")
     satellites: tuple[SatelliteSettings, ...] = setting(
