@@ -180,7 +180,8 @@ LAYERS = {
     "elara.conversation": set(),
     "elara.memory": {"elara.conversation"},
     "elara.skills": {"elara.conversation", "elara.memory", "elara.audio"},
-    "elara.brain": {"elara.conversation", "elara.memory", "elara.skills"},
+    "elara.tools": {"elara.conversation", "elara.memory", "elara.skills"},
+    "elara.brain": {"elara.conversation", "elara.memory", "elara.skills", "elara.tools"},
     "elara.voice": {"elara.audio", "elara.conversation", "elara.skills", "elara.brain"},
 }
 

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from elara.brain import personalities
 from elara.brain.ollama import ModelInfo, PromptTokens, json_reply
 from elara.brain.thinking import strip_thinking
-from elara.conversation.render import ChatRequest, GenerateRequest
+from elara.conversation.render import ChatRequest, GenerateRequest, plain_messages
 from elara.errors import EvaluationStopped, LanguageModelError, ModelLoadError, ModelNotFoundError
 from elara.service.openmp import prepare_openmp
 from elara.service.paths import default_models_dirs, package_dir
@@ -514,7 +514,7 @@ class EmbeddedLanguageModel:
     def _messages(self, request: ChatRequest | GenerateRequest) -> list[dict[str, str]]:
         """The chat messages a request is asked as."""
         if isinstance(request, ChatRequest):
-            messages = [dict(m) for m in request.messages]
+            messages = plain_messages(request.messages)
             log.debug("asking the embedded %s with %d messages: %r", self.model, len(messages),
                       messages)
         elif isinstance(request, GenerateRequest):

@@ -15,6 +15,7 @@ import pydantic
 from elara.brain.thinking import strip_thinking
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError
+from elara.tools.calls import ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,8 @@ class ModelInfo:
     quantization: str | None
     thinking: bool = False
     """The model can think before it answers (its capabilities include "thinking")."""
+    tools: bool = False
+    """The model can call tools (its capabilities include "tools")."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class OllamaLanguageModel:
         # capability (HTTP 400 "... does not support thinking") and servers older than thinking
         # don't know the field, so `think` goes only to a model that reports the capability.
         self._thinking = False
+        #: the model can call tools (learned from /api/show like thinking; only then are tools sent)
+        self.calls_tools = False
         #: how the latest reply's prompt was read
         self.last_prompt: PromptTokens | None = None
 
@@ -76,27 +81,9 @@ class OllamaLanguageModel:
         """The `think` argument for chat()/generate(): False for a thinking model, else absent."""
         return {"think": False} if self._thinking else {}
 
-    async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
-        """Yield the reply's text fragments as Ollama produces them."""
-        start: Any  # the client's chat() or generate() call, awaited below
-        if isinstance(request, ChatRequest):
-            endpoint = "chat"
-            log.debug("asking %s at %s via /api/chat with %d messages: %r",
-                      self.model, self.host, len(request.messages), request.messages)
-            start = self._client.chat(
-                model=self.model, messages=[dict(m) for m in request.messages], stream=True,
-                keep_alive=self._keep_alive, options=self._options, **self._think())
-        elif isinstance(request, GenerateRequest):
-            endpoint = "generate"
-            log.debug("asking %s at %s via /api/generate: system %r, prompt %r",
-                      self.model, self.host, request.system, request.prompt)
-            start = self._client.generate(
-                model=self.model, prompt=request.prompt, system=request.system, stream=True,
-                keep_alive=self._keep_alive, options=self._options, **self._think())
-        else:
-            raise TypeError(
-                f"expected ChatRequest or GenerateRequest, got {type(request).__name__}")
-
+    async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str | ToolCall]:
+        """Yield the reply's text fragments as Ollama produces them, and the tool calls it makes."""
+        endpoint, start = self._start(request)
         doing = f"answering with {self.model}"
         parts: AsyncIterator[Any] | None = None
         finished = False
@@ -112,6 +99,8 @@ class OllamaLanguageModel:
                     thoughts.append(thought)
                 if fragment:
                     yield fragment
+                for call in (part.message.tool_calls or []) if endpoint == "chat" else []:
+                    yield ToolCall(call.function.name, dict(call.function.arguments or {}))
                 if part.done:
                     finished = True
                     if part.prompt_eval_count is not None:
@@ -136,6 +125,23 @@ class OllamaLanguageModel:
                 f"Ollama at {self.host} ended the reply of {self.model} before it was done: "
                 "the connection was cut; check that Ollama is still running (`ollama ps`, its log)",
                 code="connection_lost")
+
+    def _start(self, request: ChatRequest | GenerateRequest) -> tuple[str, Any]:
+        """The endpoint a request goes to, and the client's call for it (awaited by `stream`)."""
+        if isinstance(request, ChatRequest):
+            log.debug("asking %s at %s via /api/chat with %d messages: %r",
+                      self.model, self.host, len(request.messages), request.messages)
+            tools = [dict(t) for t in request.tools] if request.tools and self.calls_tools else None
+            return "chat", self._client.chat(
+                model=self.model, messages=[dict(m) for m in request.messages], stream=True,
+                tools=tools, keep_alive=self._keep_alive, options=self._options, **self._think())
+        if isinstance(request, GenerateRequest):
+            log.debug("asking %s at %s via /api/generate: system %r, prompt %r",
+                      self.model, self.host, request.system, request.prompt)
+            return "generate", self._client.generate(
+                model=self.model, prompt=request.prompt, system=request.system, stream=True,
+                keep_alive=self._keep_alive, options=self._options, **self._think())
+        raise TypeError(f"expected ChatRequest or GenerateRequest, got {type(request).__name__}")
 
     async def complete(self, messages: Sequence[Mapping[str, str]], *,
                        format: Mapping[str, Any] | None = None) -> str:
@@ -181,18 +187,22 @@ class OllamaLanguageModel:
         details = shown.details
         # Ollama reported capabilities before it had thinking models: none listed, none thinks.
         thinking = "thinking" in (shown.capabilities or [])
+        tools = "tools" in (shown.capabilities or [])
         info = ModelInfo(
             name=self.model,
             family=details.family if details else None,
             parameter_size=details.parameter_size if details else None,
             quantization=details.quantization_level if details else None,
             thinking=thinking,
+            tools=tools,
         )
         self._thinking = thinking
-        log.info("Ollama at %s has %s (family %s, %s parameters, %s%s)", self.host, info.name,
+        self.calls_tools = tools
+        log.info("Ollama at %s has %s (family %s, %s parameters, %s%s, %s)", self.host, info.name,
                  info.family or "unknown", info.parameter_size or "unknown",
                  info.quantization or "unknown quantization",
-                 ", a thinking model: asked not to think" if thinking else "")
+                 ", a thinking model: asked not to think" if thinking else "",
+                 "calls tools" if tools else "no tools: it cannot call them")
         return info
 
     async def warm_up(self) -> None:

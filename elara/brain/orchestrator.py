@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from elara.brain.acting import DECLINED, Acting, PendingCall, ToolTurn
 from elara.brain.ollama import PromptTokens
 from elara.brain.sentences import SentenceSplitter
 from elara.brain.thinking import ThinkFilter
@@ -19,6 +20,8 @@ from elara.conversation.prompts import PromptBuilder, utc_now
 from elara.conversation.render import ChatRequest, GenerateRequest, PromptRenderer
 from elara.errors import CommandError, ContextError, ElaraError, LanguageModelError, StoreError
 from elara.skills.commands import LocalCommands, LocalReply
+from elara.skills.intents import yes_or_no
+from elara.tools.calls import ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +51,9 @@ class LanguageModel(Protocol):
     def model(self) -> str:
         """The model's name (stored with each reply)."""
 
-    def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
-        """Text fragments of the reply; raises LanguageModelError."""
+    def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str | ToolCall]:
+        """Text fragments of the reply, and the tool calls it makes (for a request that offers
+        tools); raises LanguageModelError."""
 
 
 class MessageStore(Protocol):
@@ -131,7 +135,8 @@ class Orchestrator:
                  splitter: Callable[[], SentenceSplitter] = SentenceSplitter,
                  redact: Callable[[str], str] | None = None,
                  observers: list[TurnObserver] | None = None,
-                 commands: LocalCommands | None = None, room: str | None = None) -> None:
+                 commands: LocalCommands | None = None, room: str | None = None,
+                 acting: Acting | None = None) -> None:
         self.store = store
         self.builder = builder
         self.renderer = renderer
@@ -149,6 +154,8 @@ class Orchestrator:
         self.commands = commands
         #: the satellite's room this orchestrator answers in (its turns' `metadata.room`)
         self.room = room
+        #: the tool calls the model makes (None: it is offered no tools)
+        self.acting = acting
         self._lock = asyncio.Lock()
         self._preparing: asyncio.Task[None] | None = None
         self._prepare_again = False
@@ -199,12 +206,14 @@ class Orchestrator:
         started = self._monotonic()
         log.debug("user said: %s", event.text)
         text = self.redact(event.text)
-        local = self.commands.answer(text) if self.commands is not None else None
+        pending = self.acting.answer(text, yes_or_no(text)) if self.acting is not None else None
+        local = self.commands.answer(text) if self.commands is not None and pending is None else None
         if local is not None:
             return await self._local(local, text, event.source, started, commit)
         for observer in self.observers:
             observer.turn_started()
         user = ChatMessage(ChatRole.USER, text, self._clock(), self._meta({"source": event.source}))
+        records = _Records(self._append, stored_user=None)
         if commit is None:
             stored_user = asyncio.create_task(self._append(user), name="store-user")
             await asyncio.wait([stored_user])  # stored before the prompt is built, as always
@@ -212,8 +221,11 @@ class Orchestrator:
             # Stored the moment the turn is confirmed, not when the reply is done: a crash
             # mid-reply must not lose the words.
             stored_user = asyncio.create_task(self._append_when(commit, user), name="store-user")
+        records.after = stored_user
+        turn = ToolTurn(say=self.sink.say, record=records.add,
+                        committed=commit.wait if commit is not None else _now)
         try:
-            return await self._answer(text, user, started, stored_user)
+            return await self._answer(text, user, started, stored_user, turn, records, pending)
         except asyncio.CancelledError:
             if commit is None or commit.is_set():
                 await self._keep_interrupted(stored_user)
@@ -222,9 +234,13 @@ class Orchestrator:
             # Uncommitted words are dropped; committed ones are stored even if the reply is cut.
             if commit is not None and not commit.is_set():
                 stored_user.cancel()
+                records.cancel()
 
     async def _answer(self, text: str, user: ChatMessage, started: float,
-                      stored_user: asyncio.Task[bool]) -> TurnResult:
+                      stored_user: asyncio.Task[bool], turn: ToolTurn, records: _Records,
+                      pending: PendingCall | None) -> TurnResult:
+        if pending is not None:
+            return await self._confirmed(user, started, stored_user, turn, records, pending)
         try:
             # Stamped with the time the words are stored with, so that this turn's question reads
             # the same in the next turn's history (the model's cache of it stays valid).
@@ -234,25 +250,64 @@ class Orchestrator:
             prompt = await self.builder.build(text, self.context_size, with_context=False,
                                               at=user.timestamp_utc)
         request = self.renderer.render(prompt)
+        if self.acting is not None:
+            request = self.acting.offer(request, self.llm)
         built = self._monotonic() - started
-        streamed = _Streamed(started)
+        streamed = await self._reply(request, _Streamed(started), turn)
+        return await self._finish(user, stored_user, streamed, built, len(prompt.context), turn, records)
+
+    async def _reply(self, request: ChatRequest | GenerateRequest, streamed: _Streamed,
+                     turn: ToolTurn) -> _Streamed:
+        """Stream the reply, running the tools it calls round by round; a model failure is said."""
         try:
-            await self._stream(request, streamed)
+            start = 0
+            while True:
+                calls = await self._stream(request, streamed)
+                if not calls or self.acting is None or not isinstance(request, ChatRequest):
+                    break
+                said = "".join(streamed.fragments[start:]).strip()
+                if said:
+                    streamed.fragments.append(" ")  # the next round's words are a new sentence
+                start = len(streamed.fragments)
+                request = await self.acting.act(turn, request, said, calls)
+            if not streamed.reply:
+                # A reply that was only thinking (or an unclosed think block) is empty too.
+                raise LanguageModelError(f"model {self.llm.model} gave an empty reply", code="model_error")
             streamed.prompt_tokens = getattr(self.llm, "last_prompt", None)
         except LanguageModelError as exc:
             streamed.error = exc
             log.error("language model failed (%s): %s", exc.code, exc.message)
             await self.sink.say(exc.apology)
-        return await self._finish(user, stored_user, streamed, built, len(prompt.context))
+        return streamed
 
-    async def _stream(self, request: ChatRequest | GenerateRequest, streamed: _Streamed) -> None:
-        """Stream the reply into `streamed`, each sentence said as it completes; raises
-        LanguageModelError, also for a reply with nothing visible in it."""
+    async def _confirmed(self, user: ChatMessage, started: float, stored_user: asyncio.Task[bool],
+                         turn: ToolTurn, records: _Records, pending: PendingCall) -> TurnResult:
+        """The person answered the question about a pending call: run it and let the model say
+        how it went, or say it is not done."""
+        assert self.acting is not None
+        streamed = _Streamed(started)
+        if yes_or_no(user.content):
+            request = await self.acting.confirmed(turn, pending)
+            streamed = await self._reply(request, streamed, turn)
+        else:
+            self.acting.declined(turn, pending)
+            streamed.fragments.append(DECLINED)
+            streamed.first_token = self._monotonic() - started
+            await self._say_streamed(DECLINED, streamed)
+        return await self._finish(user, stored_user, streamed, None, 0, turn, records)
+
+    async def _stream(self, request: ChatRequest | GenerateRequest, streamed: _Streamed) -> list[ToolCall]:
+        """Stream one reply into `streamed`, each sentence said as it completes; the tool calls
+        it made. Raises LanguageModelError."""
         # A thinking model's reasoning is dropped before sentences are cut, whichever provider
         # streamed it: it is never spoken, stored, or counted as the reply.
         think = ThinkFilter()
         splitter = self._splitter()
+        calls: list[ToolCall] = []
         async for fragment in self.llm.stream(request):
+            if isinstance(fragment, ToolCall):
+                calls.append(fragment)
+                continue
             visible = think.feed(fragment)
             if not visible:
                 continue
@@ -268,9 +323,7 @@ class Orchestrator:
             log.debug("dropped the thinking of %s from its reply", self.llm.model)
         for sentence in splitter.feed(rest) + splitter.flush():
             await self._say_streamed(sentence, streamed)
-        if not streamed.reply:
-            # A reply that was only thinking (or an unclosed think block) is empty too.
-            raise LanguageModelError(f"model {self.llm.model} gave an empty reply", code="model_error")
+        return calls
 
     def _received(self, visible: str, streamed: _Streamed) -> None:
         if streamed.first_token is None:
@@ -284,13 +337,17 @@ class Orchestrator:
         streamed.spoken += 1
 
     async def _finish(self, user: ChatMessage, stored_user: asyncio.Task[bool], streamed: _Streamed,
-                      built: float, context_messages: int) -> TurnResult:
+                      built: float | None, context_messages: int, turn: ToolTurn,
+                      records: _Records) -> TurnResult:
         """Store the turn once the reply is heard, tell the observers, log and return its result."""
         reply, error = streamed.reply, streamed.error
         if isinstance(self.sink, HeardSink):
             # The reply is stored once heard: cut short before that, only what was heard is kept.
             await self.sink.finish()
+        if turn.asked and self.acting is not None:
+            self.acting.asked()  # the window for the yes starts once the question is heard
         user_stored = await stored_user  # the user's words go first, whatever became of the reply
+        await records.written()  # then what the tools did
         assistant_stored = False
         answer = None
         if error is None:
@@ -305,16 +362,16 @@ class Orchestrator:
                               first_sentence=streamed.first_sentence,
                               total=self._monotonic() - streamed.started)
         read = streamed.prompt_tokens
-        log.info("turn %s: %d context messages, prompt %.3f s (%s tokens evaluated, %s reused), "
-                 "first token %s, first sentence %s, total %.3f s, %d sentences",
-                 "done" if error is None else f"failed ({error.code})", context_messages, built,
+        log.info("turn %s: %d context messages, prompt %s (%s tokens evaluated, %s reused), "
+                 "first token %s, first sentence %s, total %.3f s, %d sentences, %d tool rounds",
+                 "done" if error is None else f"failed ({error.code})", context_messages, _seconds(built),
                  "?" if read is None else read.evaluated,
                  "?" if read is None or read.reused is None else read.reused,
                  _seconds(streamed.first_token), _seconds(streamed.first_sentence), timings.total,
-                 streamed.spoken)
+                 streamed.spoken, turn.rounds)
         return TurnResult(reply=reply if error is None else "", sentences=streamed.spoken, error=error,
                           user_stored=user_stored, assistant_stored=assistant_stored,
-                          timings=timings, prompt_tokens=read)
+                          timings=timings, prompt_tokens=read, expects_answer=turn.asked)
 
     async def _keep_interrupted(self, stored_user: asyncio.Task[bool]) -> None:
         """A reply cut short (barge-in, "stop"): store what the user heard of it, never the rest."""
@@ -406,6 +463,41 @@ class Orchestrator:
             # The conversation goes on; only its record is lost, and the log says so.
             log.error("could not store the %s turn: %s", message.role.slug, exc)
             return False
+
+
+class _Records:
+    """A turn's tool records, written in order after the user's words, once the turn is committed."""
+
+    def __init__(self, append: Callable[[ChatMessage], Awaitable[bool]],
+                 stored_user: asyncio.Task[bool] | None) -> None:
+        self._append = append
+        self.after = stored_user
+        self._last: asyncio.Task[bool] | None = None
+
+    def add(self, message: ChatMessage) -> None:
+        """Write `message` after everything added before it."""
+        previous = self._last or self.after
+
+        async def write() -> bool:
+            if previous is not None and not await previous:
+                return False  # what came before was never stored: neither is this
+            return await self._append(message)
+
+        self._last = asyncio.create_task(write(), name="store-tool-record")
+
+    async def written(self) -> None:
+        """Wait for the records added so far."""
+        if self._last is not None:
+            await self._last
+
+    def cancel(self) -> None:
+        """The turn was dropped before its commit: its records are not written."""
+        if self._last is not None:
+            self._last.cancel()
+
+
+async def _now() -> None:
+    """A turn that is committed already waits for nothing."""
 
 
 def _seconds(value: float | None) -> str:

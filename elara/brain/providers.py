@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from elara.brain.ollama import ModelInfo, PromptTokens
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.errors import LanguageModelError
+from elara.tools.calls import ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,8 @@ class Provider(Protocol):
     def host(self) -> str:
         """Where it runs (Ollama's address, or "embedded")."""
 
-    def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
-        """The reply's text fragments; raises LanguageModelError."""
+    def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str | ToolCall]:
+        """The reply's text fragments (and tool calls); raises LanguageModelError."""
 
     async def complete(self, messages: Sequence[Mapping[str, str]], *,
                        format: Mapping[str, Any] | None = None) -> str:
@@ -162,7 +163,7 @@ class AutoLanguageModel:
 
     # -- answering -----------------------------------------------------------------------------
 
-    async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str]:
+    async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str | ToolCall]:
         """The reply from the provider chosen now; one that Ollama can't begin comes from the
         built-in model."""
         provider = self._current
@@ -204,6 +205,11 @@ class AutoLanguageModel:
         prefill = getattr(self._current, "prefill", None)
         if prefill is not None:
             await prefill(request)
+
+    @property
+    def calls_tools(self) -> bool:
+        """Whether the model answering now can call tools."""
+        return bool(getattr(self._current, "calls_tools", False))
 
     @property
     def learns_facts(self) -> bool:

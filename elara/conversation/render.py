@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Protocol
+from typing import Any, Protocol
 
 from elara.conversation.messages import ChatMessage, ChatRole, Prompt
 
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A request for Ollama's /api/chat: role/content messages, the user's turn last."""
+    """A request for Ollama's /api/chat: role/content messages, the user's turn last (then any
+    tool calls and results of this turn), and the tools the model may call (function shapes)."""
 
-    messages: tuple[Mapping[str, str], ...]
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class OllamaChatRenderer:
     def render(self, prompt: Prompt) -> ChatRequest:
         """Render the prompt as chat messages."""
         zone = prompt.now_local.tzinfo
-        messages: list[Mapping[str, str]] = [{"role": "system", "content": system_text(prompt)}]
+        messages: list[Mapping[str, Any]] = [{"role": "system", "content": system_text(prompt)}]
         messages.extend({"role": m.role.slug, "content": said(m, zone)} for m in prompt.context)
         messages.append({"role": "user", "content": question(prompt)})
         return ChatRequest(messages=tuple(messages))
@@ -92,3 +94,20 @@ class TranscriptRenderer:
         lines.append(f"{ChatRole.USER.value}: {question(prompt)}")
         lines.append(f"{ChatRole.ASSISTANT.value}:")
         return GenerateRequest(prompt="\n".join(lines), system=system_text(prompt))
+
+
+def plain_messages(messages: tuple[Mapping[str, Any], ...]) -> list[dict[str, str]]:
+    """A chat request's messages for a model that cannot call tools: a turn's tool calls and their
+    results as plain words, every message only a role and its text."""
+    plain = []
+    for message in messages:
+        content = str(message.get("content") or "")
+        if message["role"] == "tool":
+            plain.append({"role": "user",
+                          "content": f"(The tool {message.get('tool_name', '')} answered: {content})"})
+            continue
+        calls = [c["function"]["name"] for c in message.get("tool_calls") or ()]
+        if calls:
+            content = f"{content} (I called {', '.join(calls)}.)".strip()
+        plain.append({"role": str(message["role"]), "content": content})
+    return plain

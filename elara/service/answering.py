@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from elara.service.slices import LanguageModelSlice, MemorySlice
 from elara.settings import Settings
 
 if TYPE_CHECKING:  # the command line imports this module; the model clients load when used
+    from elara.brain.acting import Acting
     from elara.brain.ollama import OllamaLanguageModel
     from elara.brain.orchestrator import Orchestrator, SentenceSink
     from elara.brain.providers import Provider
@@ -31,6 +32,8 @@ if TYPE_CHECKING:  # the command line imports this module; the model clients loa
     from elara.skills.announcements import Announcer
     from elara.skills.commands import LocalCommands
     from elara.skills.timers import TimerBook
+    from elara.tools.sources import ToolSource
+    from elara.tools.toolbox import ToolCounts
 
 log = logging.getLogger(__name__)
 
@@ -159,9 +162,12 @@ def make_monitor(settings: Settings) -> ContextMonitor:
 def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provider,
                       sink: SentenceSink, memory: Memory | None = None,
                       monitor: ContextMonitor | None = None,
-                      commands: LocalCommands | None = None, room: str | None = None) -> Orchestrator:
-    """The orchestrator over the store, the model, a sink and (optionally) memory and the local
-    commands (dropped when `Intents.Enabled` is false); `room` names a satellite's room."""
+                      commands: LocalCommands | None = None, room: str | None = None,
+                      tools: Sequence[ToolSource] = (), counts: ToolCounts | None = None) -> Orchestrator:
+    """The orchestrator over the store, the model, a sink and (optionally) memory, the local
+    commands (dropped when `Intents.Enabled` is false) and the tools (the built-in ones over the
+    same commands, and `tools`, the MCP servers' — started by the caller); `room` names a
+    satellite's room."""
     from elara.brain.orchestrator import Orchestrator
 
     orchestrator = Orchestrator(
@@ -169,10 +175,36 @@ def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provide
         renderer=make_renderer(settings), llm=llm, sink=sink, context_size=settings.context.last_n,
         redact=Redactor(settings.context.redact),
         observers=[memory.worker] if memory is not None else [],
-        commands=commands if settings.intents.enabled else None, room=room)
+        commands=commands if settings.intents.enabled else None, room=room,
+        acting=make_acting(settings, store, commands, memory, tools, counts))
     if memory is not None and room is None:
         memory.worker.on_idle = orchestrator.prepare
     return orchestrator
+
+
+def make_acting(settings: Settings, store: ConversationStore, commands: LocalCommands | None,
+                memory: Memory | None, tools: Sequence[ToolSource],
+                counts: ToolCounts | None) -> Acting | None:
+    """The tool calling of one orchestrator (None with `Tools.Enabled` false): the built-in tools
+    over its commands, the facts and the history, and the MCP servers' tools, under `Tools.Allow`
+    and `Tools.Confirm`."""
+    if not settings.tools.enabled:
+        return None
+    from elara.brain.acting import Acting
+    from elara.conversation.prompts import utc_now
+    from elara.tools.builtin import BuiltinTools
+    from elara.tools.policy import ToolPolicy
+    from elara.tools.toolbox import Toolbox
+
+    t, listening = settings.tools, settings.listening
+    sources: list[ToolSource] = list(tools)
+    if commands is not None:
+        sources.insert(0, BuiltinTools(commands, facts=memory.facts if memory is not None else None,
+                                       history=store))
+    toolbox = Toolbox(sources, ToolPolicy(t.allow, t.confirm), counts)
+    # The yes may come within the follow-up window after the question, and take a whole utterance.
+    window = listening.follow_up_seconds + listening.max_utterance_seconds
+    return Acting(toolbox, max_rounds=t.max_rounds, confirm_seconds=window, clock=utc_now)
 
 
 def make_commands(settings: Settings, book: TimerBook, announcer: Announcer | None = None,

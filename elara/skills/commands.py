@@ -54,14 +54,19 @@ class LocalReply:
 
 
 def timer_label(timer: Timer) -> str:
-    """How a timer is named aloud: "pasta timer", "timer for ten minutes"."""
+    """How a timer is named aloud: "pasta timer", "timer for ten minutes", "reminder to call mum"."""
+    if timer.reminder:
+        return f"reminder to {timer.reminder}" if _imperative(timer.reminder) else \
+            f"reminder: {timer.reminder}"
     if timer.name:
         return f"{timer.name} timer"
     return f"timer for {spoken.say_duration(timer.seconds)}"
 
 
 def done_text(timer: Timer) -> str:
-    """What a ringing timer says."""
+    """What a ringing timer says; a reminder says what it reminds of."""
+    if timer.reminder:
+        return f"Reminder: {timer.reminder.rstrip('.')}."
     return f"Your {timer_label(timer)} is done."
 
 
@@ -106,27 +111,27 @@ class LocalCommands:
         if isinstance(intent, i.CancelTimer):
             return self._cancel(intent)
         if isinstance(intent, i.TellTime):
-            now = self._local_now()
+            now = self.local_now()
             return LocalReply("tell_time", f"It's {spoken.say_clock(now)}.")
         if isinstance(intent, i.TellDate):
-            now = self._local_now()
+            now = self.local_now()
             if intent.weekday_only:
                 return LocalReply("tell_date", f"It's {spoken.say_date(now.date(), year=False)}.")
             return LocalReply("tell_date", f"Today is {spoken.say_date(now.date(), year=True)}.")
         if isinstance(intent, i.Stop):
             return LocalReply("stop", "", act=self._stop_ringing, store=False)
         if isinstance(intent, i.Calculate | i.Convert | i.WhichDay | i.DaysUntil):
-            return self._computed(intent)
+            return self.computed(intent)
         return None
 
-    def _computed(self, intent: i.Calculate | i.Convert | i.WhichDay | i.DaysUntil) -> LocalReply:
+    def computed(self, intent: i.Calculate | i.Convert | i.WhichDay | i.DaysUntil) -> LocalReply:
         """A computed answer; the calendar's from today in the local zone."""
         if isinstance(intent, i.Calculate):
             return LocalReply("calculate", arithmetic.answer(intent))
         if isinstance(intent, i.Convert):
             return LocalReply("convert", conversions.answer(intent))
         name = "days_until" if isinstance(intent, i.DaysUntil) else "which_day"
-        return LocalReply(name, dates.answer(intent, self._local_now().date()))
+        return LocalReply(name, dates.answer(intent, self.local_now().date()))
 
     # -- timers ---------------------------------------------------------------------------------
 
@@ -141,7 +146,7 @@ class LocalCommands:
 
         async def start() -> None:
             await asyncio.to_thread(self.book.start, intent.seconds, intent.name, self.room)
-            self._changed()
+            self.changed()
 
         return LocalReply("set_timer", reply, act=start)
 
@@ -174,21 +179,21 @@ class LocalCommands:
                 return LocalReply("cancel_timer", "You have no timers.")
             count = "Your timer is" if len(active) == 1 else \
                 f"All {spoken.number_words(len(active))} timers are"
-            return LocalReply("cancel_timer", f"{count} cancelled.", act=self._cancelling(active))
+            return LocalReply("cancel_timer", f"{count} cancelled.", act=self.cancelling(active))
         timers = self._named(intent.name)
         if not timers:
             return LocalReply("cancel_timer", self._none(intent.name))
         ringing = [t for t in timers if t.state == RINGING or t.remaining(self._clock()) <= 0]
         if intent.name is None and ringing:
             # "Stop the timer" while one rings means that one, however many others count down.
-            return LocalReply("stop", "", act=self._cancelling(ringing), store=False)
+            return LocalReply("stop", "", act=self.cancelling(ringing), store=False)
         if len(timers) > 1:
             self._asked = (self._monotonic() + ASK_BACK_SECONDS, tuple(t.id for t in timers))
             names = spoken.say_list([_short(t) for t in timers])
             return LocalReply("cancel_timer", f"You have {spoken.number_words(len(timers))} timers: "
                               f"{names}. Which one?", expects_answer=True)
         return LocalReply("cancel_timer", f"{_capital(timer_label(timers[0]))} cancelled.",
-                          act=self._cancelling(timers))
+                          act=self.cancelling(timers))
 
     def _which_answered(self, text: str, ids: tuple[str, ...]) -> LocalReply | None:
         timers = [t for t in self.book.active() if t.id in ids]
@@ -207,15 +212,16 @@ class LocalCommands:
         if timer is None:
             return None  # not an answer after all: the model has it
         return LocalReply("cancel_timer", f"{_capital(timer_label(timer))} cancelled.",
-                          act=self._cancelling([timer]))
+                          act=self.cancelling([timer]))
 
-    def _cancelling(self, timers: list[Timer]) -> Callable[[], Awaitable[None]]:
+    def cancelling(self, timers: list[Timer]) -> Callable[[], Awaitable[None]]:
+        """What cancelling these timers takes (their ring stops too)."""
         async def cancel() -> None:
             for timer in timers:
                 await asyncio.to_thread(self.book.set_state, timer.id, CANCELLED)
                 if self.announcer is not None:
                     self.announcer.stop(timer.id)
-            self._changed()
+            self.changed()
 
         return cancel
 
@@ -233,11 +239,13 @@ class LocalCommands:
     def _none(self, name: str | None) -> str:
         return f"You have no {name} timer." if name else "You have no timers."
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
+        """Tell whoever watches that a timer changed in this process."""
         if self.notify is not None:
             self.notify()
 
-    def _local_now(self) -> datetime:
+    def local_now(self) -> datetime:
+        """Now in the local zone."""
         now = self._clock()
         return now.astimezone(self._zone) if self._zone is not None else now.astimezone()
 
@@ -325,7 +333,13 @@ class Alarms:
 
 
 def _short(timer: Timer) -> str:
-    return timer.name or spoken.say_duration(timer.seconds)
+    return timer.reminder or timer.name or spoken.say_duration(timer.seconds)
+
+
+def _imperative(text: str) -> bool:
+    """Whether a reminder's text reads after "to" ("call mum"), not as a note ("the bins")."""
+    first = text.split(maxsplit=1)[0].lower() if text.split() else ""
+    return first not in ("the", "a", "an", "my", "your", "that", "about")
 
 
 def _capital(text: str) -> str:

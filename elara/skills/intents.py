@@ -351,3 +351,26 @@ def names_timer(text: str, names: Collection[str]) -> str | None:
         return None
     meant = [n for n in names if [w for w in words(n) if w not in _ANSWER_FILLER] == said]
     return meant[0] if len(meant) == 1 else None
+
+
+_YES = re.compile(
+    r"^(?:(?:oh |well |um |uh )?(?:yes|yeah|yep|yup|yea|sure|ok|okay|alright|all right|of course|"
+    r"absolutely|definitely|certainly|correct|right|please|go ahead|do it|go for it|please do|"
+    r"do that|yes please|thats right|thats fine|fine|sounds good|why not)"
+    r"(?: (?:please|thanks|thank you|do it|go ahead|please do|do that|sure|yes|jarvis|elara))*)$")
+_NO = re.compile(
+    r"^(?:(?:oh |well |um |uh )?(?:no|nope|nah|no thanks|no thank you|dont|do not|dont do it|"
+    r"dont do that|never mind|nevermind|cancel|cancel that|stop|not now|leave it|forget it|"
+    r"better not|no dont)"
+    r"(?: (?:thanks|thank you|please|dont|not now|leave it|jarvis|elara|never mind))*)$")
+
+
+def yes_or_no(text: str) -> bool | None:
+    """True for a plain yes ("yes please", "go ahead"), False for a plain no ("no thanks",
+    "don't"), None for anything else (an answer with more in it is for the model)."""
+    line = " ".join(words(text))
+    if _NO.match(line):
+        return False
+    if _YES.match(line):
+        return True
+    return None

@@ -2,7 +2,8 @@
 
 A timer record's content is a short description ("pasta timer, 480 seconds") and its metadata is
 `{"kind": "timer", "id": <8 hex>, "name": "pasta" or "", "seconds": "480", "due": <ISO 8601 UTC>,
-"created": <ISO 8601 UTC>, "state": "pending"|"ringing"|"done"|"cancelled"}`. A change of state
+"created": <ISO 8601 UTC>, "state": "pending"|"ringing"|"done"|"cancelled"}`, and for a reminder
+`"reminder": <what it reminds of>`. A change of state
 appends the new version first and then deletes the old file, as facts do, so a crash in between
 leaves two records with one id and the next `load` keeps the newest. Finished and cancelled
 timers stay on disk as history (retention deletes them with the rest).
@@ -49,6 +50,7 @@ class Timer:
     state: str = PENDING
     path: Path | None = None
     room: str | None = None  # the satellite's room it was set in (None: Elara's own)
+    reminder: str | None = None  # what a reminder reminds of (None: a plain timer)
 
     def remaining(self, now: datetime) -> float:
         """Seconds until it is due (negative once past)."""
@@ -63,10 +65,13 @@ class Timer:
 def timer_record(timer: Timer, timestamp: datetime) -> ChatMessage:
     """The store record of this version of `timer`."""
     what = f"{timer.name} timer" if timer.name else "timer"
+    if timer.reminder:
+        what = f"reminder: {timer.reminder}"
     return memory_record(TIMER, f"{what}, {timer.seconds} seconds", timestamp, **{
         "id": timer.id, "name": timer.name or "", "seconds": str(timer.seconds),
         "due": timer.due.astimezone(UTC).isoformat(), "created": timer.created.astimezone(UTC).isoformat(),
-        "state": timer.state, **({"room": timer.room} if timer.room else {})})
+        "state": timer.state, **({"room": timer.room} if timer.room else {}),
+        **({"reminder": timer.reminder} if timer.reminder else {})})
 
 
 def timer_from_record(message: ChatMessage, path: Path | None = None) -> Timer:
@@ -88,7 +93,8 @@ def timer_from_record(message: ChatMessage, path: Path | None = None) -> Timer:
     if due is None or created is None:
         raise ValueError("due or created is not an ISO 8601 time with a UTC offset")
     return Timer(timer_id, meta.get("name") or None, seconds, due.astimezone(UTC),
-                 created.astimezone(UTC), state, path, meta.get("room") or None)
+                 created.astimezone(UTC), state, path, meta.get("room") or None,
+                 meta.get("reminder") or None)
 
 
 class TimerBook:
@@ -140,14 +146,16 @@ class TimerBook:
             [t for t in self._published if t.id.startswith(timer_id)] if len(timer_id) >= 4 else [])
         return found[0] if len(found) == 1 else None
 
-    def start(self, seconds: int, name: str | None = None, room: str | None = None) -> Timer:
-        """A new pending timer due `seconds` from now, on disk before it returns (StoreError)."""
+    def start(self, seconds: int, name: str | None = None, room: str | None = None, *,
+              reminder: str | None = None) -> Timer:
+        """A new pending timer due `seconds` from now (a reminder, with what it reminds of), on
+        disk before it returns (StoreError)."""
         if seconds <= 0:
             raise ValueError("a timer needs a positive number of seconds")
         now = self._clock()
         with self._lock:
             timer = Timer(self._new_id(), name, int(seconds), now + timedelta(seconds=seconds), now,
-                          room=room)
+                          room=room, reminder=reminder)
             timer = self._write(timer)
             log.info("timer %s set for %d s", timer.id, seconds)
         self.changed()
@@ -277,4 +285,5 @@ def timer_status(timer: Timer, now: datetime) -> dict[str, object]:
     return {"id": timer.id, "name": timer.name, "seconds": timer.seconds, "state": timer.state,
             "due_utc": timer.due.astimezone(UTC).isoformat(timespec="seconds"),
             "remaining_seconds": round(max(0.0, timer.remaining(now)), 1),
-            **({"room": timer.room} if timer.room else {})}
+            **({"room": timer.room} if timer.room else {}),
+            **({"reminder": timer.reminder} if timer.reminder else {})}
