@@ -20,6 +20,8 @@ def setting(key: str, *, doc: str, restart: bool = False, secret: bool = False,
     (`min`, `max`) or `choices`; a custom `check` or `normalize` (its docstring's first line says
     what it accepts, for the docs); and secrecy (never shown). A `default` is for a list's entries,
     whose keys may be left out; a section's values all come from the packaged appsettings.json."""
+    if default is not MISSING:
+        limits["default"] = default
     return field(default=default, metadata={"key": key, "doc": doc, "restart": restart,
                                             "secret": secret, "check": check, **limits})
 
@@ -651,15 +653,21 @@ def each_setting() -> Iterator[SettingInfo]:
         if is_dataclass(tp):
             inner = typing.get_type_hints(tp)
             for f in fields(tp):
-                yield SettingInfo(f"{name}.{f.metadata['key']}", f"{top.name}.{f.name}", name,
-                                  inner[f.name], f.metadata)
+                key = f"{name}.{f.metadata['key']}"
+                yield SettingInfo(key, f"{top.name}.{f.name}", name, inner[f.name], f.metadata)
+                yield from _entry_settings(key, name, inner[f.name])
             continue
         yield SettingInfo(name, top.name, name, tp, top.metadata)
-        entry = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else None
-        if isinstance(entry, type) and is_dataclass(entry):
-            inner = typing.get_type_hints(entry)
-            for f in fields(entry):
-                yield SettingInfo(f"{name}[].{f.metadata['key']}", None, name, inner[f.name], f.metadata)
+        yield from _entry_settings(name, name, tp)
+
+
+def _entry_settings(key: str, section: str, tp: Any) -> Iterator[SettingInfo]:
+    """The fields of a list's entries ("Satellites[].Name"), when the list holds objects."""
+    entry = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else None
+    if isinstance(entry, type) and is_dataclass(entry):
+        inner = typing.get_type_hints(entry)
+        for f in fields(entry):
+            yield SettingInfo(f"{key}[].{f.metadata['key']}", None, section, inner[f.name], f.metadata)
 
 
 def restart_only_keys() -> tuple[str, ...]:

@@ -27,9 +27,9 @@ def test_every_section_says_what_it_holds():
 
 def test_every_key_is_walked_once():
     keys = [s.key for s in each_setting()]
-    assert len(keys) == len(set(keys)) == 89
+    assert len(keys) == len(set(keys)) == 101
     assert {"LanguageModel.Provider", "Personalities", "Satellites", "Satellites[].Name",
-            "Satellites[].Uri", "Logging.Level"} <= set(keys)
+            "Satellites[].Uri", "Logging.Level", "Tools.McpServers[].Command"} <= set(keys)
 
 
 def test_restart_only_keys_are_read_from_the_metadata():

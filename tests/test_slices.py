@@ -57,6 +57,9 @@ OTHER = {
     "TextToSpeech.Engine": ["wyoming://127.0.0.1:10200"],
     "TextToSpeech.RemoteVoice": ["en_GB-alan-low"],
     "Satellites": [[{"Name": "kitchen", "Uri": "tcp://127.0.0.1:10700"}]],
+    "Tools.McpServers": [[{"Name": "home", "Command": "home-mcp"}]],
+    "Tools.Allow": [["elara/*", "home/*"]],
+    "Tools.Confirm": [["elara/set_timer"]],
 }
 
 
@@ -124,7 +127,7 @@ def holding(key: str) -> set[str]:
 
 def test_there_is_a_key_for_every_setting():
     keys = setting_keys()
-    assert len(keys) == len(set(keys)) == 87
+    assert len(keys) == len(set(keys)) == 92
     assert "SpeechToText.NoiseSuppression" in keys and "Personalities" in keys and "Satellites" in keys
     assert set(restart_only_keys()) <= set(keys)
 
@@ -180,7 +183,8 @@ def factories() -> dict[str, Any]:
             "timers": build.open_timers, "wake": engines.load_wake_word, "vad": engines.load_vad,
             "transcriber": engines.load_speech_to_text, "second_check": engines.load_second_check,
             "synthesizer": engines.load_text_to_speech, "microphone": build.open_microphone,
-            "speaker": build.open_speaker, "echo": build.make_echo_filter}
+            "speaker": build.open_speaker, "echo": build.make_echo_filter,
+            "tool_servers": build.open_tool_servers}
 
 
 def test_each_factory_receives_its_slice_and_no_other_setting():

@@ -18,15 +18,13 @@ from datetime import datetime
 from typing import Any
 
 from elara.conversation.messages import ChatMessage
-from elara.conversation.records import memory_record
+from elara.conversation.records import TOOL_CALL, TOOL_RESULT, memory_record
 from elara.conversation.render import ChatRequest, GenerateRequest
 from elara.tools.calls import ToolCall, ToolOutcome, ToolSpec
 from elara.tools.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
-TOOL_CALL = "tool_call"
-TOOL_RESULT = "tool_result"
 #: said once in a turn while a tool takes longer than FILLER_AFTER seconds
 FILLER = "One moment."
 FILLER_AFTER = 1.0

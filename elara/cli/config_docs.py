@@ -103,7 +103,10 @@ def _default(setting: SettingInfo, defaults: Mapping[str, Any]) -> str:
     if setting.metadata.get("secret"):
         return "(secret)"
     if setting.attribute is None:  # a field of a list's entries
-        return "(required)"
+        if "default" not in setting.metadata:
+            return "(required)"
+        default = setting.metadata["default"]
+        return f"`{json.dumps(list(default) if isinstance(default, tuple) else default)}`"
     value: Any = defaults
     for part in setting.key.split("."):
         value = next(v for k, v in value.items() if k.casefold() == part.casefold())

@@ -13,7 +13,7 @@ from elara.conversation.messages import PromptReady
 from elara.conversation.store import ConversationStore
 from elara.errors import ElaraError
 from elara.service import answering
-from elara.service.slices import LanguageModelSlice, MemorySlice
+from elara.service.slices import LanguageModelSlice, MemorySlice, ToolServersSlice
 from elara.settings import Settings
 from elara.skills.timers import TimerBook
 
@@ -22,8 +22,13 @@ if TYPE_CHECKING:  # loaded when a turn runs, not for every command's start-up
     from elara.brain.providers import Provider
     from elara.memory.manager import Memory
     from elara.skills.commands import LocalCommands
+    from elara.tools.sources import ToolSource
 
 log = logging.getLogger(__name__)
+
+#: longest wait before the first typed question for the model's check (it tells whether the
+#: model can call tools); a model that takes longer is asked without tools at first
+CHECK_WAIT_SECONDS = 10.0
 
 
 class PrintSink:
@@ -80,6 +85,21 @@ async def _open_parts(settings: Settings) -> tuple[ConversationStore, Provider, 
     return store, llm, memory
 
 
+async def _open_tools(settings: Settings) -> tuple[ToolSource, ...]:
+    """The MCP servers of `Tools.McpServers`, started as the daemon starts them."""
+    from elara.service.build import open_tool_servers
+
+    return await open_tool_servers(ToolServersSlice.of(settings))
+
+
+async def _close(llm: Provider, memory: Memory, tools: tuple[ToolSource, ...]) -> None:
+    from elara.service.build import close_tool_servers
+
+    await memory.worker.stop()
+    await close_tool_servers(tools)
+    await llm.aclose()
+
+
 async def _commands(settings: Settings, store: ConversationStore) -> LocalCommands:
     """Timers set here are kept in the store; the running daemon is told, so it rings them."""
     book = TimerBook(store)
@@ -89,6 +109,8 @@ async def _commands(settings: Settings, store: ConversationStore) -> LocalComman
 
 async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
     store, llm, memory = await _open_parts(settings)
+    tools = await _open_tools(settings)
+    await _check(llm, report=False)  # it tells whether the model can call tools; the turn reports
     printer = PrintSink()
     speech = speaker = None
     sink: SentenceSink = printer
@@ -104,8 +126,8 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
         sink = TeeSink(printer, speech)
     try:
         result = await answering.make_orchestrator(
-            settings, store, llm, sink, memory, commands=await _commands(settings, store)).on_prompt_ready(
-            PromptReady(text))
+            settings, store, llm, sink, memory, commands=await _commands(settings, store),
+            tools=tools).on_prompt_ready(PromptReady(text))
         if speech is not None:
             await speech.finish()
         printer.end_reply()
@@ -113,10 +135,9 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
         await memory.worker.drain(settings.language_model.timeout_seconds)
     finally:
         printer.end_reply()
-        await memory.worker.stop()
         if speaker is not None:
             await speaker.close()
-        await llm.aclose()
+        await _close(llm, memory, tools)
     if result.error is not None:
         print(f"elara: {result.error}", file=sys.stderr)
         return result.error.exit_status
@@ -125,17 +146,22 @@ async def _ask(text: str, settings: Settings, *, speak: bool = False) -> int:
 
 async def _chat(settings: Settings) -> int:
     store, llm, memory = await _open_parts(settings)
+    tools = await _open_tools(settings)
     sink = PrintSink()
     commands = await _commands(settings, store)
-    orchestrator = answering.make_orchestrator(settings, store, llm, sink, memory, commands=commands)
+    orchestrator = answering.make_orchestrator(settings, store, llm, sink, memory, commands=commands,
+                                               tools=tools)
     interactive = sys.stdin.isatty()
-    # Load the model while the user types the first question, so that answer isn't slowed by it.
-    warming = asyncio.create_task(_check_and_warm(llm))
+    # Check and load the model while the user types the first question, so that answer isn't
+    # slowed by it.
+    checking = asyncio.create_task(_check(llm))
+    warming = asyncio.create_task(_warm(llm, checking))
     try:
         while True:
             line = await asyncio.to_thread(_read_line, "you> " if interactive else "")
             if line is None or not line.strip():
                 break
+            await asyncio.wait([checking], timeout=CHECK_WAIT_SECONDS)
             if interactive:
                 sys.stdout.write("elara> ")
             await orchestrator.on_prompt_ready(PromptReady(line.strip()))
@@ -143,14 +169,28 @@ async def _chat(settings: Settings) -> int:
         await memory.worker.drain(settings.language_model.timeout_seconds)
     finally:
         warming.cancel()
-        await memory.worker.stop()
-        await llm.aclose()
+        checking.cancel()
+        await _close(llm, memory, tools)
     return 0
 
 
-async def _check_and_warm(llm: Provider) -> None:
+async def _check(llm: Provider, *, report: bool = True) -> bool:
+    """Ask the model what it is (and whether it calls tools); with `report`, a failure is printed."""
     try:
         await llm.check()
+        return True
+    except ElaraError as exc:
+        if report:
+            print(f"elara: {exc}", file=sys.stderr)
+        else:
+            log.debug("the model's check failed: %s", exc)
+        return False
+
+
+async def _warm(llm: Provider, checking: asyncio.Task[bool]) -> None:
+    if not await checking:
+        return
+    try:
         await llm.warm_up()
     except ElaraError as exc:
         print(f"elara: {exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from elara.cli.memory import reload_daemon_memory
 from elara.conversation.messages import ChatMessage
+from elara.conversation.records import TOOL_CALL, TOOL_RESULT, kind_of
 from elara.conversation.rekey import rekey as rekey_store
 from elara.conversation.store import encode_message
 from elara.memory.retention import forget_before
@@ -66,8 +67,17 @@ def _positive(text: str) -> int:
 def _list(args: argparse.Namespace, settings: Settings) -> int:
     for message in answering.open_store(settings, create_key=False).read_tail(args.limit):
         when = message.timestamp_utc.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{when}  {message.role.value:<9}  {message.content}")
+        print(f"{when}  {_label(message):<9}  {message.content}")
     return 0
+
+
+def _label(message: ChatMessage) -> str:
+    """Who said it; a tool's call and result by what they are ("tool call elara/set_timer")."""
+    kind = kind_of(message)
+    if kind in (TOOL_CALL, TOOL_RESULT):
+        failed = " (failed)" if message.metadata.get("failed") == "true" else ""
+        return f"{kind.replace('_', ' ')} {message.metadata.get('tool', '?')}{failed}:"
+    return message.role.value
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:

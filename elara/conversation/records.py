@@ -14,6 +14,8 @@ KIND = "kind"
 SUMMARY = "summary"
 FACT = "fact"
 EMBEDDING = "embedding"
+TOOL_CALL = "tool_call"
+TOOL_RESULT = "tool_result"
 
 #: The line the system prompt puts before the remembered facts (memory writes it, telemetry finds it).
 FACTS_HEADING = "What you know about the user:"

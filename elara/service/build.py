@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 from elara.audio.capture import Microphone
 from elara.audio.playback import Speaker
 from elara.audio.reference import PlaybackHistory
+from elara.brain.acting import Acting
 from elara.brain.providers import Provider, describe
 from elara.conversation.store import ConversationStore
 from elara.memory.manager import Memory
@@ -51,6 +53,7 @@ from elara.service.slices import (
     SpeakerSlice,
     SpeechToTextSlice,
     TextToSpeechSlice,
+    ToolServersSlice,
     VadSlice,
     WakeWordSlice,
     kept,
@@ -60,6 +63,8 @@ from elara.settings import Settings, parse_engine
 from elara.skills.announcements import Announcer, ModelWatch
 from elara.skills.commands import Alarms
 from elara.skills.timers import TimerBook
+from elara.tools.sources import ToolSource
+from elara.tools.toolbox import ToolCounts
 from elara.voice.dialogue import Dialogue
 from elara.voice.echo import CANCELLER_NEEDS, Canceller, EchoFilter, make_canceller
 from elara.voice.parts import VoiceParts
@@ -98,7 +103,17 @@ class Runtime:
     announcer: Announcer
     alarms: Alarms
     model_watch: ModelWatch
+    tool_servers: tuple[ToolSource, ...] = ()  # Tools.McpServers, started
+    tool_counts: ToolCounts = dataclasses.field(default_factory=ToolCounts)  # calls, failures
+    acting: Acting | None = None  # the tool calling of Elara's own orchestrator
     rooms: tuple[Room, ...] = ()  # the satellites' rooms, each with its own voice parts
+
+    def tools(self) -> dict[str, Any] | None:
+        """The tools and their calls, for `elara status` (None while tools are off)."""
+        if self.acting is None:
+            return None
+        return {"offered_to_model": bool(getattr(self.llm, "calls_tools", False)),
+                **self.acting.toolbox.status()}
 
     def models(self) -> dict[str, Any]:
         """Which models answer, for `elara status`."""
@@ -136,6 +151,7 @@ class _Opened:
     announcer: Announcer
     alarms: Alarms
     model_watch: ModelWatch
+    tool_servers: tuple[ToolSource, ...]
     #: how to close what this build opened anew (not what it took over)
     closers: tuple[Callable[[], Awaitable[None]], ...] = ()
 
@@ -178,8 +194,10 @@ async def _assemble(settings: Settings, store: ConversationStore, previous: Runt
     monitor = make_monitor(settings)
     speech = SpeechSink(engines.synthesizer, opened.speaker,
                         first_chunk_words=settings.text_to_speech.first_chunk_words, monotonic=clock)
+    counts = previous.tool_counts if previous is not None else ToolCounts()
     orchestrator = make_orchestrator(settings, store, opened.llm, speech, opened.memory, monitor,
-                                     make_commands(settings, opened.timers, opened.announcer))
+                                     make_commands(settings, opened.timers, opened.announcer),
+                                     tools=opened.tool_servers, counts=counts)
     orchestrator.observers.append(opened.model_watch)
     opened.model_watch.check = opened.llm.check
     voice = voice_parts(settings, Dialogue.from_settings(settings.listening, settings.audio,
@@ -187,12 +205,15 @@ async def _assemble(settings: Settings, store: ConversationStore, previous: Runt
                         wake=wake, vad=vad, transcriber=transcriber, orchestrator=orchestrator, speech=speech,
                         microphone=opened.microphone, echo=echo,
                         stop_words=settings.audio.stop_without_wake_word, second=second_check)
-    rooms, room_wakes = await _build_rooms(settings, store, previous, taken, engines, opened, monitor, clock)
+    rooms, room_wakes = await _build_rooms(settings, store, previous, taken, engines, opened, monitor,
+                                           counts, clock)
     return Runtime(settings=settings, store=store, llm=opened.llm, memory=opened.memory, monitor=monitor,
                    wake=wake, vad=vad, transcriber=transcriber, synthesizer=engines.synthesizer,
                    second_check=second_check, microphone=opened.microphone, speaker=opened.speaker,
                    echo=echo, voice=voice, timers=opened.timers, announcer=opened.announcer,
-                   alarms=opened.alarms, model_watch=opened.model_watch, rooms=rooms), room_wakes
+                   alarms=opened.alarms, model_watch=opened.model_watch,
+                   tool_servers=opened.tool_servers, tool_counts=counts, acting=orchestrator.acting,
+                   rooms=rooms), room_wakes
 
 
 async def _load_engines(settings: Settings, taken: dict[str, Any]) -> _Engines:
@@ -233,11 +254,17 @@ async def _open_parts(settings: Settings, store: ConversationStore, taken: dict[
             model_watch = previous.model_watch
         else:
             book, announcer, alarms, model_watch = await open_timers(store, llm)
+        if "tool_servers" in taken:
+            tool_servers = taken["tool_servers"]
+        else:
+            tool_servers = await open_tool_servers(ToolServersSlice.of(settings))
+            opened.append(functools.partial(close_tool_servers, tool_servers))
     except BaseException:
         for close in reversed(opened):
             await close()
         raise
-    return _Opened(microphone, speaker, llm, memory, book, announcer, alarms, model_watch, tuple(opened))
+    return _Opened(microphone, speaker, llm, memory, book, announcer, alarms, model_watch, tool_servers,
+                   tuple(opened))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,6 +318,23 @@ def _echo_filter(settings: Settings, taken: dict[str, Any], speaker: Speaker) ->
     return echo if echo is not None else make_echo_filter(s, speaker)
 
 
+async def open_tool_servers(s: ToolServersSlice) -> tuple[ToolSource, ...]:
+    """The MCP servers of `Tools.McpServers`, started side by side (one that fails keeps trying in
+    the background); none while tools are off."""
+    if not s.enabled or not s.servers:
+        return ()
+    from elara.tools.mcp import McpToolSource
+
+    servers = tuple(McpToolSource(server) for server in s.servers)
+    await asyncio.gather(*(server.start() for server in servers))
+    return servers
+
+
+async def close_tool_servers(servers: tuple[ToolSource, ...]) -> None:
+    """Stop the MCP servers."""
+    await asyncio.gather(*(server.aclose() for server in servers), return_exceptions=True)
+
+
 async def open_timers(store: ConversationStore, llm: Provider) -> tuple[TimerBook, Announcer, Alarms, ModelWatch]:
     """The timers read from the store, the announcements waiting to be said, the alarms that
     ring them and the watch on the language model (built from no setting)."""
@@ -306,6 +350,7 @@ async def open_timers(store: ConversationStore, llm: Provider) -> tuple[TimerBoo
 
 async def _build_rooms(settings: Settings, store: ConversationStore, previous: Runtime | None,
                        taken: dict[str, Any], engines: _Engines, opened: _Opened, monitor: ContextMonitor,
+                       counts: ToolCounts,
                        clock: Callable[[], float]) -> tuple[tuple[Room, ...], list[WakeWordDetector]]:
     """Each satellite's room: its link and speaker (kept across reloads) and fresh voice parts over
     the shared engines, store and memory; its wake word and VAD are its own, taken over as
@@ -324,7 +369,7 @@ async def _build_rooms(settings: Settings, store: ConversationStore, previous: R
         opened.alarms.add_room(link.name, announcer)
         commands = make_commands(settings, opened.timers, announcer, room=link.name)
         orchestrator = make_orchestrator(settings, store, opened.llm, speech, opened.memory, monitor, commands,
-                                         room=link.name)
+                                         room=link.name, tools=opened.tool_servers, counts=counts)
         vad = old.vad if old is not None and "vad" in taken else await asyncio.to_thread(load_vad, VadSlice.of(settings))
         voice = voice_parts(settings, Dialogue.from_settings(settings.listening, audio, echo_cancelled=False),
                             wake=wake, vad=vad, transcriber=engines.transcriber, orchestrator=orchestrator,
@@ -373,3 +418,5 @@ async def close_replaced(old: Runtime, new: Runtime | None) -> None:
         await old.speaker.close()
     if replaced(old.llm):
         await old.llm.aclose()
+    if replaced(old.tool_servers):
+        await close_tool_servers(old.tool_servers)

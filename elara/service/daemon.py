@@ -287,6 +287,7 @@ class Daemon:
             "last_judgment": loop["last_judgment"],
             "context_window": rt.monitor.status(),
             "memory": rt.memory.status(),
+            "tools": rt.tools(),
             "microphone": microphone,
             "speaker": rt.speaker.status(),
             "echo": rt.echo.status() if rt.echo is not None else None,

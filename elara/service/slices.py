@@ -19,6 +19,7 @@ from typing import Any, Self
 from elara.settings import (
     ContextSettings,
     LanguageModelSettings,
+    McpServerSettings,
     MemorySettings,
     Settings,
     WakeWordSettings,
@@ -194,6 +195,14 @@ class EchoSlice(Slice):
     canceller: str = read("Audio.EchoCanceller")
 
 
+@dataclass(frozen=True)
+class ToolServersSlice(Slice):
+    """The MCP servers whose tools the model may call (none while tools are off)."""
+
+    enabled: bool = read("Tools.Enabled")
+    servers: tuple[McpServerSettings, ...] = read("Tools.McpServers")
+
+
 # ---------------------------------------------------------------------------------------------
 # the parts, and what a reload takes over
 
@@ -211,6 +220,7 @@ PARTS: dict[str, Part] = {
     "llm": Part(LanguageModelSlice),
     "memory": Part(MemorySlice, needs=("llm",)),  # it asks the model for facts, summaries, vectors
     "timers": Part(TimersSlice),
+    "tool_servers": Part(ToolServersSlice),
     "wake": Part(WakeWordSlice),
     "vad": Part(VadSlice),
     "transcriber": Part(SpeechToTextSlice),
