@@ -25,7 +25,7 @@ KEY = "doctor test passphrase"
 UNITS_AVAILABLE = importlib.util.find_spec("elara.service.units") is not None
 
 SETTINGS_CHECKS = [doctor.INPUT_DEVICE, doctor.OUTPUT_DEVICE, doctor.MODELS, doctor.LISTENING,
-                   doctor.LANGUAGE_MODEL, doctor.ENCRYPTION_KEY, doctor.HISTORY]
+                   doctor.LANGUAGE_MODEL, doctor.TOOLS, doctor.ENCRYPTION_KEY, doctor.HISTORY]
 MODEL_CHECKS = ["wake word hey_jarvis", "speech to text tiny.en", "text to speech en_US-joe-medium",
                 "voice activity silero"]
 
@@ -111,7 +111,8 @@ def test_everything_passes_but_the_default_key(sound_card, ollama_server, env, m
     assert seen == checks  # reported as each finishes, in order
     names = [check.name for check in checks]
     assert names == [doctor.CONFIGURATION, doctor.INPUT_DEVICE, doctor.OUTPUT_DEVICE, *MODEL_CHECKS,
-                     doctor.LISTENING, doctor.LANGUAGE_MODEL, doctor.ENCRYPTION_KEY, doctor.HISTORY, doctor.UNITS]
+                     doctor.LISTENING, doctor.LANGUAGE_MODEL, doctor.TOOLS, doctor.ENCRYPTION_KEY, doctor.HISTORY,
+                     doctor.UNITS]
     assert [check.name for check in failures_besides_units(checks)] == [doctor.ENCRYPTION_KEY]
     key = by_name(checks)[doctor.ENCRYPTION_KEY]
     assert "default passphrase" in key.detail
@@ -127,6 +128,8 @@ def test_everything_passes_but_the_default_key(sound_card, ollama_server, env, m
     assert "beam 1 (doubtful words read again by Whisper base with beam 5, the likeliest reading kept);" in listening
     # (no noise suppression by default)
     assert "test-model" in found[doctor.LANGUAGE_MODEL].detail
+    assert "cannot call tools" in found[doctor.LANGUAGE_MODEL].detail
+    assert "built in: current_time, set_timer," in found[doctor.TOOLS].detail
     assert "no history yet" in found[doctor.HISTORY].detail
     # doctor created no history: only the Whisper base model the wake check loads, joined once
     # from its two package parts into the cache, as the daemon's first start does
@@ -165,7 +168,7 @@ def test_doctor_command_passes_with_a_real_key_and_history(sound_card, ollama_se
     else:
         assert done.returncode == 1
         assert len(failed) == 1 and failed[0].startswith("✗ systemd units: unit check unavailable")
-    assert len(lines) == 13  # configuration, 2 devices, 4 models, listening, Ollama, key, 2 history, units
+    assert len(lines) == 14  # configuration, 2 devices, 4 models, listening, Ollama, tools, key, 2 history, units
     assert f"✓ history: all 4 messages decrypt ({env})" in done.stdout
     assert "✓ history permissions: directory 0700 and 4 message files 0600" in done.stdout
     assert "warning" not in done.stderr.lower()  # the store's default-key/skip warnings stay quiet

@@ -51,6 +51,11 @@ LLAMA_CPP_PACKAGE = "llama-cpp-python==0.3.36"
 #: LanguageModel.Options sets one): it answers more everyday questions right (bench.everyday).
 BUILTIN_TEMPERATURE_SCALE = 1 / 3
 
+#: How often the built-in model called the right tool with the right arguments (bench.tools).
+BUILTIN_TOOL_ACCURACY = "TBD"
+#: Why an embedded model is offered no tools (the figure is bench.tools'; docs/benchmarks.md).
+NO_TOOLS = ("the embedded model is offered no tools: the built-in one called them right in "
+            "{accuracy} of the tool bench (bench.tools), below the 90 % it would need")
 #: The context window when LanguageModel.Options sets no num_ctx (as elara.service.answering assumes).
 DEFAULT_CONTEXT = 4096
 #: The token limit of a JSON reply (or num_predict if larger): a safety net for a schema with

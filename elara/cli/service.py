@@ -42,8 +42,18 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  satellite {room['name']} at {room['uri']}: {room['state']}"
               + (f" ({room['last_error']})" if room["state"] != "connected" and room["last_error"] else "")
               + f", {room['counters']['turns'] if room['counters'] else 0} turns")
+    tools = snapshot.get("tools")
+    if tools:
+        offered = "" if tools["offered_to_model"] else " (the model answering now cannot call tools)"
+        print(f"  tools: {tools['calls']} calls, {tools['failures']} failed{offered}")
+        for name, source in tools["sources"].items():
+            if name != "elara":
+                error = f" ({source['last_error']})" if source.get("last_error") and source["state"] != "up" else ""
+                print(f"  MCP server {name}: {source['state']}{error}, {len(source['offered'])} tools offered, "
+                      f"{source['calls']} calls, {source['failures']} failed")
     for timer in snapshot.get("timers") or []:
-        print(f"  timer {timer['id']}: {timer['name'] or 'unnamed'}, {timer['state']}, "
+        name = f"reminder: {timer['reminder']}" if timer.get("reminder") else timer["name"] or "unnamed"
+        print(f"  timer {timer['id']}: {name}, {timer['state']}, "
               f"{timer['remaining_seconds']:.0f} s left")
     timings = snapshot.get("last_turn") or {}
     if timings:

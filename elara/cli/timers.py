@@ -43,7 +43,8 @@ def describe(timer: Timer, now: datetime) -> str:
     due = timer.due.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     left = timer.remaining(now)
     when = f"{spoken.say_remaining(left)} left" if timer.state == "pending" and left > 0 else timer.state
-    return f"{timer.id}  {timer.name or '-':<12}  {spoken.say_duration(timer.seconds):<28}  due {due}  {when}"
+    name = f"reminder: {timer.reminder}" if timer.reminder else timer.name or "-"
+    return f"{timer.id}  {name:<12}  {spoken.say_duration(timer.seconds):<28}  due {due}  {when}"
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
@@ -65,7 +66,7 @@ def _cancel(args: argparse.Namespace, settings: Settings) -> int:
         print(f"elara: no running timer has the id {args.id!r}; see `elara timers list`", file=sys.stderr)
         return 1
     book.set_state(timer.id, CANCELLED)
-    print(f"cancelled {timer.id} ({timer.name or spoken.say_duration(timer.seconds)})")
+    print(f"cancelled {timer.id} ({timer.reminder or timer.name or spoken.say_duration(timer.seconds)})")
     tell_daemon()
     return 0
 

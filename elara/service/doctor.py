@@ -52,6 +52,7 @@ UNITS = "systemd units"
 LISTENING = "listening setup"
 SPEECH_SERVICE = "speech service"  # one check per engine set to a Wyoming service
 SATELLITE = "satellite"  # one check per configured satellite
+TOOLS = "tools"  # the built-in tools, then one check per MCP server
 
 #: How a model kind is named in a check: `wake word hey_jarvis`, `speech to text tiny.en`, ...
 MODEL_KINDS = {"wake_word": "wake word", "speech_to_text": "speech to text",
@@ -64,6 +65,7 @@ MODEL_SECONDS = 60.0
 OLLAMA_MAX_SECONDS = 5.0  # the HTTP timeout: min(LanguageModel.TimeoutSeconds, this)
 STORE_SECONDS = 120.0
 UNITS_SECONDS = 60.0
+TOOLS_SECONDS = 120.0  # every MCP server starts within its TimeoutSeconds (at most 600)
 
 NEEDS_CONFIG = "skipped: needs a valid configuration"
 FIX_CONFIG_FIRST = "fix the configuration first (`elara config check` shows the problem)"
@@ -436,8 +438,13 @@ def check_language_model(settings: Settings) -> Check:
             return fallback
         return failed(LANGUAGE_MODEL, str(exc), fix)
     about = ", ".join(part for part in (info.family, info.parameter_size, info.quantization) if part)
+    tools = ""
+    if settings.tools.enabled:
+        tools = ("; it calls tools" if info.tools else
+                 "; it cannot call tools (no `tools` capability): timers and the like work only as "
+                 "spoken commands; a model with tools (llama3.1, qwen2.5) can act on any phrasing")
     return passed(LANGUAGE_MODEL, f"Ollama at {lm.host} answers with {info.name}"
-                  + (f" ({about})" if about else ""))
+                  + (f" ({about})" if about else "") + tools)
 
 
 def check_embedded_model(settings: Settings, why: str) -> Check:
@@ -458,10 +465,50 @@ def check_embedded_model(settings: Settings, why: str) -> Check:
                       "set LanguageModel.EmbeddedModel to a GGUF chat model file, or null for the "
                       "built-in one (scripts/setup installs it)")
     detail = f"the built-in model {name} answers ({why})"
+    if settings.tools.enabled:
+        detail += "; " + embedded.NO_TOOLS.format(accuracy=embedded.BUILTIN_TOOL_ACCURACY)
     if settings.memory.retrieval:
         detail += ("; Memory.Retrieval needs Ollama's embeddings "
                    f"({settings.memory.embedding_model}) and waits for it")
     return passed(LANGUAGE_MODEL, detail)
+
+
+def check_tools(settings: Settings) -> list[Check]:
+    """The built-in tools and which of them run; each MCP server starts and lists its tools."""
+    from elara.service.build import close_tool_servers, open_tool_servers
+    from elara.service.slices import ToolServersSlice
+    from elara.tools.policy import ToolPolicy
+    from elara.tools.specs import BUILTIN_SPECS
+
+    t = settings.tools
+    if not t.enabled:
+        return [passed(TOOLS, "off (Tools.Enabled is false): the model is offered no tools")]
+    policy = ToolPolicy(t.allow, t.confirm)
+
+    def listing(specs: Iterable[Any]) -> str:
+        marks = {(True, False): "", (True, True): " (asks first)", (False, False): " (not allowed)",
+                 (False, True): " (not allowed)"}
+        return ", ".join(f"{s.tool}{marks[policy.allowed(s), policy.confirms(s)]}" for s in specs) or "none"
+
+    checks = [passed(TOOLS, f"built in: {listing(BUILTIN_SPECS)}")]
+
+    async def servers() -> list[Check]:
+        started = await open_tool_servers(ToolServersSlice.of(settings))
+        try:
+            return [_server_check(server.name, server.status(), listing(server.specs()))
+                    for server in started]
+        finally:
+            await close_tool_servers(started)
+
+    return checks + asyncio.run(servers())
+
+
+def _server_check(name: str, status: dict[str, Any], tools: str) -> Check:
+    check = f"{TOOLS}: {name}"
+    if status.get("state") != "up":
+        return failed(check, f"MCP server {name} did not start: {status.get('last_error') or 'no answer'}",
+                      f"check Tools.McpServers ({name}): run its Command by hand, or open its Url")
+    return passed(check, f"MCP server {name}: {tools} (allow with Tools.Allow \"{name}/…\")")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -683,7 +730,7 @@ def run_checks(config_path: str | os.PathLike[str] | None = None, *,
     settings = config[1]
     if settings is None:
         emit(failed(name, NEEDS_CONFIG, FIX_CONFIG_FIRST)
-             for name in (INPUT_DEVICE, OUTPUT_DEVICE, MODELS, LISTENING, LANGUAGE_MODEL, ENCRYPTION_KEY,
+             for name in (INPUT_DEVICE, OUTPUT_DEVICE, MODELS, LISTENING, LANGUAGE_MODEL, TOOLS, ENCRYPTION_KEY,
                           HISTORY))
     else:
         emit(_bounded_checks((INPUT_DEVICE, OUTPUT_DEVICE), DEVICE_SECONDS,
@@ -699,6 +746,8 @@ def run_checks(config_path: str | os.PathLike[str] | None = None, *,
         seconds = 2 * ollama_timeout(settings) + 5
         emit(_bounded_checks((LANGUAGE_MODEL,), seconds, lambda: [check_language_model(settings)],
                              "check Ollama (`ollama ps`, its log) and LanguageModel.Host"))
+        emit(_bounded_checks((TOOLS,), TOOLS_SECONDS, lambda: check_tools(settings),
+                             "check the MCP servers in Tools.McpServers start by hand"))
         emit([check_encryption_key(settings)])
         emit(_bounded_checks((HISTORY,), STORE_SECONDS, lambda: check_store(settings),
                              "check the disk holding Context.StorageRoot"))
