@@ -126,6 +126,12 @@ class ContextError(ElaraError):
     code = "context"
 
 
+class ToolRefused(ElaraError):
+    """A built-in tool turned a call down; its message is the reason the model reads."""
+
+    code = "tool_refused"
+
+
 class EvaluationStopped(Exception):
     """The built-in model's prompt evaluation was stopped between two steps, as asked (not a
     failure: what was read stays cached)."""

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from elara.conversation.context import TURN_ROLES
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.render import stamp
-from elara.errors import StoreError
+from elara.errors import StoreError, ToolRefused
 from elara.memory.facts import FactBook
 from elara.skills import intents as i
 from elara.skills import spoken
@@ -81,8 +81,8 @@ class BuiltinTools:
             return ToolOutcome.error(f"there is no built-in tool {tool}")
         try:
             return ToolOutcome(await handler(arguments))
-        except _Refused as exc:
-            return ToolOutcome.error(str(exc))
+        except ToolRefused as exc:
+            return ToolOutcome.error(exc.message)
         except (StoreError, OSError) as exc:
             log.error("the built-in tool %s failed: %s", tool, exc)
             return ToolOutcome.error(f"{tool} could not be carried out: {exc}")
@@ -96,7 +96,7 @@ class BuiltinTools:
     async def _compute(self, arguments: Mapping[str, Any]) -> str:
         intent = i.match(str(arguments["question"]))
         if not isinstance(intent, _COMPUTED):
-            raise _Refused("that is not a calculation, unit conversion or date question I can "
+            raise ToolRefused("that is not a calculation, unit conversion or date question I can "
                            "work out; answer it yourself")
         return self.commands.computed(intent).text
 
@@ -111,10 +111,10 @@ class BuiltinTools:
     async def _set_reminder(self, arguments: Mapping[str, Any]) -> str:
         text = str(arguments["text"]).strip().removeprefix("to ").strip()
         if not text:
-            raise _Refused("a reminder needs its text")
+            raise ToolRefused("a reminder needs its text")
         at, after = arguments.get("at"), arguments.get("in_seconds")
         if (at is None) == (after is None):
-            raise _Refused("give either `at` (HH:MM) or `in_seconds`, not both or neither")
+            raise ToolRefused("give either `at` (HH:MM) or `in_seconds`, not both or neither")
         now = self.commands.local_now()
         due = (_next_time_of_day(now, str(at)) if at is not None
                else now + timedelta(seconds=int(str(after))))
@@ -128,7 +128,7 @@ class BuiltinTools:
     async def _start(self, seconds: int, *, name: str | None = None, reminder: str | None = None) -> Timer:
         commands = self.commands
         if seconds > commands.max_seconds:
-            raise _Refused(f"timers and reminders can run for at most "
+            raise ToolRefused(f"timers and reminders can run for at most "
                            f"{spoken.say_duration(int(commands.max_seconds))} (Timers.MaxHours)")
         timer = await asyncio.to_thread(commands.book.start, seconds, name, commands.room,
                                         reminder=reminder)
@@ -154,10 +154,10 @@ class BuiltinTools:
         else:
             chosen = active if len(active) == 1 else []
             if len(active) > 1:
-                raise _Refused("there are several; ask which one: "
+                raise ToolRefused("there are several; ask which one: "
                                + spoken.say_list([timer_label(t) for t in active]))
         if not chosen:
-            raise _Refused("no such timer or reminder is set" if active else "no timers or reminders are set")
+            raise ToolRefused("no such timer or reminder is set" if active else "no timers or reminders are set")
         await self.commands.cancelling(chosen)()
         return "Cancelled: " + spoken.say_list([timer_label(t) for t in chosen]) + "."
 
@@ -168,21 +168,21 @@ class BuiltinTools:
         try:
             fact = await asyncio.to_thread(self.facts.remember, str(arguments["fact"]))
         except ValueError as exc:
-            raise _Refused(str(exc)) from None
+            raise ToolRefused(str(exc)) from None
         return f"Remembered: {fact.text}"
 
     async def _forget(self, arguments: Mapping[str, Any]) -> str:
         assert self.facts is not None
         forgotten = await asyncio.to_thread(self.facts.forget, str(arguments["fact"]))
         if not forgotten:
-            raise _Refused("no remembered fact matches that")
+            raise ToolRefused("no remembered fact matches that")
         return "Forgotten: " + "; ".join(f.text for f in forgotten)
 
     async def _search(self, arguments: Mapping[str, Any]) -> str:
         assert self.history is not None
         words = [w for w in i.words(str(arguments["query"])) if len(w) > 2 or w.isdigit()]
         if not words:
-            raise _Refused("give some words to search for")
+            raise ToolRefused("give some words to search for")
         turns = await asyncio.to_thread(self.history.read_tail, 10**9, TURN_ROLES)
         day = None
         if arguments.get("days_ago") is not None:
@@ -191,10 +191,6 @@ class BuiltinTools:
         if not found:
             return "Nothing in the history matches that."
         return "\n".join(found)
-
-
-class _Refused(Exception):
-    """A tool call the tool turns down, with the reason the model reads."""
 
 
 def _next_time_of_day(now: datetime, at: str) -> datetime:
