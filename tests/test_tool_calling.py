@@ -4,6 +4,7 @@ Tools.Confirm."""
 
 import asyncio
 import json
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,6 +18,7 @@ from elara.memory.manager import Memory
 from elara.service import answering
 from elara.service.slices import LanguageModelSlice
 from elara.skills.timers import TimerBook
+from elara.tools.mcp import McpToolSource
 from tests.rig.ollama_server import FakeOllamaServer, ToolCalls, last_user_text, pending_tool_results
 
 TOOLS_MODEL = "tool-model"
@@ -43,7 +45,7 @@ def settings_with(model=TOOLS_MODEL, host="http://127.0.0.1:1", **tools):
 class Elara:
     """An orchestrator over a fresh store with its timers and facts, asking the server."""
 
-    def __init__(self, tmp_path, server, runner, *, model=TOOLS_MODEL, **tools):
+    def __init__(self, tmp_path, server, runner, *, model=TOOLS_MODEL, sources=(), **tools):
         self.runner = runner
         self.settings = settings_with(model, server.url, **tools)
         self.store = ConversationStore(tmp_path / "store", "k")
@@ -56,7 +58,7 @@ class Elara:
         runner.run(self.memory.load())
         commands = answering.make_commands(self.settings, self.book)
         self.orchestrator = answering.make_orchestrator(self.settings, self.store, self.llm, self.sink,
-                                                        self.memory, commands=commands)
+                                                        self.memory, commands=commands, tools=sources)
 
     def turn(self, text, commit=None):
         return self.runner.run(self.orchestrator.on_prompt_ready(PromptReady(text), commit=commit))
@@ -263,3 +265,25 @@ def test_tool_records_name_the_tool_and_whether_it_failed(tmp_path, server, runn
     assert [(m.metadata["kind"], m.metadata["tool"]) for m in records] == [
         ("tool_call", "elara/compute"), ("tool_result", "elara/compute")]
     assert json.loads(records[1].metadata["failed"]) is False
+
+
+def test_a_slow_mcp_tool_gets_one_filler_and_its_result_reaches_the_model(tmp_path, server, runner):
+    home = McpToolSource(bind({**packaged_defaults(), "Tools": {
+        **packaged_defaults()["Tools"], "McpServers": [
+            {"Name": "home", "Command": sys.executable, "Args": ["-m", "tests.rig.mcp_tools_server", "stdio"]}]}}
+    ).tools.mcp_servers[0])
+    runner.run(home.start())
+    try:
+        server.responder = calls_then_answers(("home_slow", {"seconds": 1.5}), ("home_slow", {"seconds": 1.5}),
+                                              answer=lambda results: "All done.")
+        elara = Elara(tmp_path, server, runner, sources=[home], Allow=["elara/*", "home/*"])
+
+        result = elara.turn("take your time with the lights")
+
+        assert result.reply == "All done."
+        assert elara.sink.sentences == ["One moment.", "All done."]  # once, however many slow calls
+        results = [m["content"] for m in chats(server)[-1]["messages"] if m["role"] == "tool"]
+        assert results == ["slept 1.5 s", "slept 1.5 s"]
+        assert elara.orchestrator.acting.toolbox.status()["sources"]["home"]["calls"] == 2
+    finally:
+        runner.run(home.aclose())
