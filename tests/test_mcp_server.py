@@ -81,7 +81,8 @@ def test_every_tool_and_resource_reads_the_encrypted_store(home):
 
     tools, resources, found, page, older, facts, summary, people, facts_resource = run(home, use)
     assert tools == {"search_history", "read_history", "list_facts", "read_summary",
-                     "list_personalities", "forget_fact", "purge_history"}
+                     "list_personalities", "forget_fact", "purge_history",
+                     "switch_personality"}
     assert resources == {"elara://facts", "elara://summary", "elara://personalities"}
     hits = content(found)
     hits = hits if isinstance(hits, list) else [hits]
@@ -140,3 +141,43 @@ def test_purging_deletes_the_old_history_only_when_allowed(home):
     done = run(home, purge, "--allow-writes")
     assert not done.is_error and json.loads(done.content[0].text)["turns"] == 4
     assert ConversationStore(home / "store", KEY).read_tail(10, (ChatRole.USER, ChatRole.ASSISTANT)) == []
+
+
+def test_switching_the_personality_writes_the_config_when_allowed(home):
+    async def switch(session):
+        done = await session.call_tool("switch_personality", {"name": "Counselor"})
+        listed = await session.call_tool("list_personalities", {})
+        unknown = await session.call_tool("switch_personality", {"name": "pirate"})
+        return done, listed, unknown
+
+    async def refused(session):
+        return await session.call_tool("switch_personality", {"name": "counselor"})
+
+    no = run(home, refused)
+    assert no.is_error and "--allow-writes" in no.content[0].text
+    assert not (home / "config" / "elara" / "appsettings.json").exists()
+
+    done, listed, unknown = run(home, switch, "--allow-writes")
+    assert not done.is_error, done.content
+    written = json.loads((home / "config" / "elara" / "appsettings.json").read_text())
+    assert written == {"LanguageModel": {"Personality": "counselor"}}
+    assert json.loads(listed.content[0].text)["active"] == "counselor"
+    assert unknown.is_error and "there is no personality 'pirate'" in unknown.content[0].text
+
+
+def test_a_switch_a_later_layer_overrides_is_refused_and_the_file_kept(home):
+    (home / "config" / "elara").mkdir(parents=True)
+    config = home / "config" / "elara" / "appsettings.json"
+    config.write_text('{"languagemodel": {"personality": "advisor"}, "Logging": {"Level": "INFO"}}')
+
+    async def switch(session):
+        return await session.call_tool("switch_personality", {"name": "professional"})
+
+    params_env = {"ELARA__LanguageModel__Personality": "assistant"}
+    os.environ.update(params_env)
+    try:
+        result = run(home, switch, "--allow-writes")
+    finally:
+        os.environ.pop("ELARA__LanguageModel__Personality")
+    assert result.is_error and "a later layer" in result.content[0].text
+    assert config.read_text() == '{"languagemodel": {"personality": "advisor"}, "Logging": {"Level": "INFO"}}'

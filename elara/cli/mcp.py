@@ -1,24 +1,31 @@
 """`elara mcp`: what Elara remembers, served over MCP on stdio to an LLM client on this machine:
 the history (searched and paged), the facts, the summary and the personalities, as tools and as
-resources. Read-only unless `--allow-writes` (forget facts, delete old history). Everything comes from the encrypted store under the
+resources. Read-only unless `--allow-writes` (forget facts, delete old history, switch the
+personality). Everything comes from the encrypted store under the
 same key rules as the other commands; a wrong key or a damaged record is an MCP error with the
 fix, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 from elara.brain import personalities
+from elara.config import DEFAULT_FILE, load_settings
 from elara.conversation.context import TURN_ROLES
 from elara.conversation.messages import ChatMessage
 from elara.conversation.store import ConversationStore
-from elara.errors import ElaraError
+from elara.errors import DaemonNotRunning, ElaraError
 from elara.memory.facts import FactBook
 from elara.memory.summaries import SummaryBook
 from elara.service import answering
+from elara.service.files import replace_file
+from elara.service.paths import config_home, status_socket
+from elara.service.status import query_status
 from elara.settings import Settings
 
 #: the most messages one search or page returns
@@ -32,13 +39,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "mcp", help="serve what Elara remembers (history, facts, summary, personalities) over MCP "
                     "on stdio, for an LLM client on this machine")
     serve.add_argument("--allow-writes", action="store_true",
-                       help="also let the client forget facts and delete old history "
-                            "(read-only without it)")
+                       help="also let the client forget facts, delete old history and switch "
+                            "the personality (read-only without it)")
     serve.set_defaults(handler=_serve)
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    memory_server(settings, allow_writes=args.allow_writes).run("stdio")
+    memory_server(settings, allow_writes=args.allow_writes, config_path=args.config).run("stdio")
     return 0
 
 
@@ -46,9 +53,11 @@ class MemoryReader:
     """What the MCP tools read and change, each call opening the store afresh (so a key fixed or
     a record deleted meanwhile counts), every failure an MCP error naming the fix."""
 
-    def __init__(self, settings: Settings, *, allow_writes: bool) -> None:
+    def __init__(self, settings: Settings, *, allow_writes: bool, config_path: str | None = None) -> None:
         self.settings = settings
         self.allow_writes = allow_writes
+        #: the file given with --config, where a switch of personality is written (else the user's)
+        self.config_path = config_path
 
     def search(self, query: str, limit: int) -> list[dict[str, str]]:
         """The newest messages holding every word of `query`, newest first."""
@@ -121,6 +130,52 @@ class MemoryReader:
         return {"deleted": report.deleted, "turns": report.turns_deleted,
                 "summaries": report.summaries_deleted, "facts": report.facts_deleted}
 
+    def switch(self, name: str) -> dict[str, Any]:
+        """Make `name` the active personality: written to the config file, the daemon reloaded."""
+        self._writable("switch the personality")
+        known = personalities.available(self.settings.personalities)
+        chosen = next((p for p in known if p.casefold() == name.strip().casefold()), None)
+        if chosen is None:
+            raise _tool_error(f"there is no personality {name!r}: choose one of {', '.join(known)}")
+        path = Path(self.config_path) if self.config_path else config_home() / DEFAULT_FILE
+        before = path.read_bytes() if path.exists() else None
+        self._write_personality(path, chosen)
+        try:
+            settings = load_settings(self.config_path)
+        except ElaraError as exc:
+            settings = None
+            problem = str(exc)
+        if settings is None or settings.language_model.personality != chosen:
+            _restore(path, before)
+            raise _tool_error(f"{path} now names {chosen}, but " + (
+                problem if settings is None else
+                "a later layer (ELARA__LanguageModel__Personality, or an appsettings.<environment>.json) "
+                "sets LanguageModel.Personality: change it there") + "; the file is as it was")
+        self.settings = settings
+        try:
+            query_status(status_socket(), request="reload")
+        except DaemonNotRunning:
+            pass
+        return {"active": chosen, "written_to": str(path)}
+
+    @staticmethod
+    def _write_personality(path: Path, name: str) -> None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        except (OSError, json.JSONDecodeError) as exc:
+            raise _tool_error(f"cannot read {path} to change it ({exc}): fix the file first") from None
+        if not isinstance(data, dict):
+            raise _tool_error(f"{path} is not a JSON object: fix the file first")
+        # Keys are matched regardless of case, as the configuration reads them.
+        section = next((k for k in data if k.casefold() == "languagemodel"), "LanguageModel")
+        model = data.setdefault(section, {})
+        if not isinstance(model, dict):
+            raise _tool_error(f"{path}: {section} is not an object: fix the file first")
+        key = next((k for k in model if k.casefold() == "personality"), "Personality")
+        model[key] = name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+
     def _writable(self, doing: str) -> None:
         if not self.allow_writes:
             raise _tool_error(f"this server is read-only: start it as `elara mcp --allow-writes` to "
@@ -142,11 +197,11 @@ class MemoryReader:
             raise _tool_error(str(exc)) from None
 
 
-def memory_server(settings: Settings, *, allow_writes: bool = False) -> Any:
+def memory_server(settings: Settings, *, allow_writes: bool = False, config_path: str | None = None) -> Any:
     """The MCP server over the configured store (the official SDK's MCPServer)."""
     from mcp.server.mcpserver import MCPServer
 
-    reader = MemoryReader(settings, allow_writes=allow_writes)
+    reader = MemoryReader(settings, allow_writes=allow_writes, config_path=config_path)
     server = MCPServer("elara", instructions=(
         "What Elara, the user's local voice assistant, remembers: the conversation history, facts "
         "about the user, a summary of older turns, and her personalities."
@@ -181,8 +236,12 @@ def memory_server(settings: Settings, *, allow_writes: bool = False) -> Any:
         them (needs --allow-writes)."""
         return reader.purge(older_than_days)
 
+    def switch_personality(name: str) -> dict[str, Any]:
+        """Make this personality the active one, now and after a restart (needs --allow-writes)."""
+        return reader.switch(name)
+
     for tool in (search_history, read_history, list_facts, read_summary, list_personalities,
-                 forget_fact, purge_history):
+                 forget_fact, purge_history, switch_personality):
         server.add_tool(tool)
     for uri, read, about in (("elara://facts", list_facts, "The facts Elara remembers about the user"),
                              ("elara://summary", read_summary, "The summary of the older conversation"),
@@ -203,6 +262,14 @@ def _as_resource(read: Callable[[], T]) -> Callable[[], T]:
             raise ResourceError(str(exc)) from None
     resource.__name__ = read.__name__
     return resource
+
+
+def _restore(path: Path, before: bytes | None) -> None:
+    """Put a config file back as it was (gone, if there was none)."""
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        replace_file(path, before, mode=0o644)
 
 
 def _said(message: ChatMessage) -> dict[str, str]:

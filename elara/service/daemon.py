@@ -93,7 +93,8 @@ class Daemon:
         loop = self.loop = VoiceLoop(rt.voice, clock=self.clock, on_state=self._state_changed,
                                      announcer=rt.announcer)
         self._activate(rt)
-        status = StatusServer(status_socket(), self.snapshot, {"reload-memory": self._reload_memory,
+        status = StatusServer(status_socket(), self.snapshot, {"reload": self._request_reload,
+                                                               "reload-memory": self._reload_memory,
                                                                "reload-timers": self._reload_timers})
         self._install_signals()
         await status.start()
@@ -179,6 +180,10 @@ class Daemon:
             self.runtime.memory.worker.pause()
         else:
             self.runtime.memory.worker.resume()
+
+    async def _request_reload(self) -> None:
+        """`elara mcp` changed the configuration: read it again, as on SIGHUP."""
+        self._reload_requested.set()
 
     async def _reload_memory(self) -> None:
         assert self.runtime is not None
