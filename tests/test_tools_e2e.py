@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.rig import voice_clips
-from tests.rig.daemon_process import DaemonProcess, daemon_env
+from tests.rig.daemon_process import DaemonProcess, daemon_env, daemon_status
 from tests.rig.ollama_server import ToolCalls, last_user_text, pending_tool_results
 from tests.spec_reader import read_all
 
@@ -43,7 +43,7 @@ def daemon(sound_card, ollama_server, tmp_path):
     process = DaemonProcess(env)
     try:
         process.wait_for("waiting for the wake word", timeout=90)
-        yield process
+        yield process, env
     finally:
         (tmp_path / "daemon.log").write_text(process.log())
         process.kill()
@@ -71,6 +71,7 @@ def timers(tmp_path):
 
 def test_a_reminder_set_by_the_model_rings_on_time_and_a_confirmed_tool_waits_for_yes(
         daemon, sound_card, tmp_path, transcriber):
+    daemon, env = daemon
     recording = sound_card.record_speaker().wait_started()
     sound_card.play_into_mic(said(tmp_path, "nudge", "Could you give me a nudge in six seconds to "
                                                      "take the pasta off?"))
@@ -114,5 +115,8 @@ def test_a_reminder_set_by_the_model_rings_on_time_and_a_confirmed_tool_waits_fo
                      ("tool_result", "elara/set_timer"),
                      ("tool_call", "elara/set_timer"), ("tool_result", "elara/set_timer"),
                      ("tool_result", "elara/set_timer")]
+    tools = daemon_status(env)["tools"]
+    assert tools["offered_to_model"] and tools["calls"] == 2 and tools["failures"] == 0
+    assert tools["sources"]["elara"]["calls"] == 2
     status, _ = daemon.terminate()
     assert status == 0, daemon.log()
