@@ -287,3 +287,29 @@ def test_a_slow_mcp_tool_gets_one_filler_and_its_result_reaches_the_model(tmp_pa
         assert elara.orchestrator.acting.toolbox.status()["sources"]["home"]["calls"] == 2
     finally:
         runner.run(home.aclose())
+
+
+def test_a_yes_in_a_dropped_speculative_turn_leaves_the_question_open(tmp_path, server, runner):
+    def respond(endpoint, body):
+        results = pending_tool_results(body)
+        if results and results[-1]["content"].startswith("Not done yet"):
+            return "Shall I set a ten minute timer?"
+        return "Set." if results else ToolCalls([("set_timer", {"seconds": 600})])
+
+    server.responder = respond
+    elara = Elara(tmp_path, server, runner, Confirm=["elara/set_timer"])
+    assert elara.turn("could you time ten minutes for the eggs").expects_answer
+
+    async def dropped():
+        task = asyncio.ensure_future(elara.orchestrator.on_prompt_ready(PromptReady("yes"), commit=asyncio.Event()))
+        while not elara.orchestrator._lock.locked():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # the call waits for the commit that never comes
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    runner.run(dropped())
+    assert elara.book.active() == []
+    assert elara.turn("yes").reply == "Set."
+    assert [t.seconds for t in elara.book.active()] == [600]

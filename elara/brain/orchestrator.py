@@ -228,7 +228,10 @@ class Orchestrator:
             return await self._answer(text, user, started, stored_user, turn, records, pending)
         except asyncio.CancelledError:
             if commit is None or commit.is_set():
+                await records.written()  # what the tools did goes before what was heard of her
                 await self._keep_interrupted(stored_user)
+            elif pending is not None and self.acting is not None:
+                self.acting.pending = pending  # a dropped speculative turn answered nothing
             raise
         finally:
             # Uncommitted words are dropped; committed ones are stored even if the reply is cut.
@@ -345,7 +348,12 @@ class Orchestrator:
             # The reply is stored once heard: cut short before that, only what was heard is kept.
             await self.sink.finish()
         if turn.asked and self.acting is not None:
-            self.acting.asked()  # the window for the yes starts once the question is heard
+            # The window for the yes starts once the question is heard; after a failure (an
+            # apology, not the question) nothing waits for one.
+            if error is None:
+                self.acting.asked()
+            else:
+                self.acting.pending = None
         user_stored = await stored_user  # the user's words go first, whatever became of the reply
         await records.written()  # then what the tools did
         assistant_stored = False
