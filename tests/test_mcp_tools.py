@@ -171,3 +171,19 @@ def test_the_toolbox_checks_arguments_against_the_servers_schema_before_calling(
     assert refused.failed and "a: 'two' is not of type 'integer'" in refused.text
     assert not_allowed[0] is None and "there is no tool home_turn_off" in not_allowed[1].text
     assert status["sources"]["home"]["failures"] == 1 and status["sources"]["home"]["calls"] == 1
+
+
+def test_doctor_lists_each_servers_tools_and_which_may_run():
+    from elara.service import doctor
+
+    data = packaged_defaults()
+    data["Tools"].update({"McpServers": [
+        {"Name": "home", "Command": sys.executable, "Args": STDIO},
+        {"Name": "gone", "Command": "/nonexistent/mcp-server"}],
+        "Allow": ["elara/*", "home/turn_off", "home/add"], "Confirm": ["home/turn_off"]})
+    builtin, home, gone = doctor.check_tools(bind(data))
+
+    assert builtin.ok and "set_timer, set_reminder" in builtin.detail
+    assert home.ok and home.name == "tools: home"
+    assert "add, slow (not allowed), crash (not allowed), fail (not allowed), turn_off (asks first)" in home.detail
+    assert not gone.ok and "gone did not start" in gone.detail and "Tools.McpServers (gone)" in gone.fix
