@@ -193,3 +193,32 @@ def test_timers_set_by_ask_listed_cancelled_and_exported(tmp_path, env, ollama_s
     assert {r["metadata"]["state"] for r in timers} == {"cancelled"} and len(timers) == 2
     turns = [(r["role"], r["metadata"].get("intent")) for r in rows if r["role"] != "System"]
     assert turns == [("User", "set_timer"), ("Assistant", "set_timer")]
+
+
+def test_ask_and_chat_let_a_model_with_tools_act_and_history_shows_the_calls(tmp_path, env, ollama_server):
+    from tests.rig.ollama_server import ToolCalls, pending_tool_results
+
+    def respond(endpoint, body):
+        results = pending_tool_results(body)
+        if results:
+            return f"Done: {results[-1]['content']}"
+        if "mum" in body["messages"][-1]["content"] and body.get("tools"):
+            return ToolCalls([("set_reminder", {"text": "call mum", "at": "18:00"})])
+        return "Noted."
+
+    ollama_server.responder = respond
+    ollama_server.model_capabilities = {"test-model": ["completion", "tools"]}
+    env["ELARA__LanguageModel__Host"] = ollama_server.url
+    done = elara(env, "ask", "don't let me forget to ring mum at six tonight")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Done: Reminder set for six o'clock in the evening")
+    [listed] = elara(env, "timers").stdout.splitlines()
+    assert "reminder: call mum" in listed
+
+    chat = elara(env, "chat", stdin="and the same again for mum please\nthanks\n")
+    assert chat.returncode == 0, chat.stderr
+    assert chat.stdout.splitlines()[0].startswith("Done: Reminder set") and len(elara(env, "timers").stdout.splitlines()) == 2
+
+    history = elara(env, "history", "list", "--limit", "20").stdout
+    assert 'tool call elara/set_reminder:  set_reminder({"at": "18:00", "text": "call mum"})' in history
+    assert "tool result elara/set_reminder:  Reminder set for" in history
