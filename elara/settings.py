@@ -530,7 +530,7 @@ class McpServerSettings:
         "HeadersFile", check=_not_blank, default=None,
         doc="A JSON file of HTTP headers sent to Url (such as Authorization), kept out of the config.")
     timeout_seconds: float = setting("TimeoutSeconds", min=0.5, max=600, default=15.0,
-                                     doc="Longest wait for one tool call (and for the server to start, if over 30 s).")
+                                     doc="Longest wait for the server to start, or for one tool call.")
 
 
 def _unique_sources(value: tuple[McpServerSettings, ...]) -> str | None:

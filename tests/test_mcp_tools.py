@@ -1,10 +1,19 @@
-"""MCP servers as tool sources: the SDK's own server, over stdio and over streamable HTTP on
-loopback; one killed mid-call and restarted, one that never answers, one that is not there."""
+"""MCP servers as tool sources, against a real server built with the official SDK
+(tests/rig/mcp_tools_server.py) over stdio and over streamable HTTP on loopback: tools listed and
+called, an error result, a timeout, a server killed mid-call or dying while idle and restarted,
+a changed list of tools, headers from a HeadersFile, and servers that cannot start."""
+
+from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,163 +23,288 @@ from elara.tools.calls import ToolCall
 from elara.tools.mcp import McpToolSource
 from elara.tools.policy import ToolPolicy
 from elara.tools.toolbox import Toolbox
-from tests.rig.mcp_tools_server import free_port, wait_listening
 
-STDIO = ["-m", "tests.rig.mcp_tools_server", "stdio"]
-
-
-def server(name="home", **values):
-    """One Tools.McpServers entry, bound as the config binds it."""
-    data = packaged_defaults()
-    data["Tools"]["McpServers"] = [{"Name": name, **values}]
-    return bind(data).tools.mcp_servers[0]
+SERVER = str(Path(__file__).parent / "rig" / "mcp_tools_server.py")
+TOKEN = "s3cret-token"
+RIG_TOOLS = {"add", "slow", "turn_off", "fail", "crash", "exit_soon", "grow"}
 
 
-def stdio(name="home", **values) -> McpServerSettings:
-    return server(name, Command=sys.executable, Args=STDIO, **values)
+def stdio(timeout: float = 5.0) -> McpServerSettings:
+    return McpServerSettings(name="rig", command=sys.executable, args=(SERVER, "stdio"),
+                             timeout_seconds=timeout)
 
 
-def run(coroutine, seconds=30):
-    async def bounded():
-        async with asyncio.timeout(seconds):
-            return await coroutine
-    return asyncio.run(bounded())
+def run(test: Callable[[], object], limit: float = 15.0) -> None:
+    async def bounded() -> None:
+        async with asyncio.timeout(limit):
+            await test()  # type: ignore[misc]
+    asyncio.run(bounded())
 
 
-async def until(condition, seconds=10.0):
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await asyncio.sleep(0.02)
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Wait until `condition()` holds; fail the test if it does not within `within` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        await asyncio.sleep(0.02)
 
 
-@pytest.fixture
-def http_server(tmp_path):
-    """The test server over streamable HTTP on loopback, asking for a bearer token."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "tests.rig.mcp_tools_server", "http",
-                                "--port", str(port), "--token", "s3cret"])
+@contextlib.contextmanager
+def serving_http(token: str | None = None) -> Iterator[str]:
+    """The rig served over streamable HTTP on a loopback socket bound here (so the port is known
+    and listening before the server starts: nothing to wait for), refusing requests without the
+    bearer `token` if one is given; its address, and the server stopped after."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        process = subprocess.Popen([sys.executable, SERVER, "http", str(listener.fileno()),
+                                    *([token] if token else [])], pass_fds=[listener.fileno()])
     try:
-        wait_listening(port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
-def test_a_stdio_server_lists_its_tools_and_answers_calls():
-    async def use():
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """One HTTP rig for the module's tests, asking for the bearer TOKEN."""
+    with serving_http(TOKEN) as url:
+        yield url
+
+
+def test_a_stdio_server_s_tools_are_listed_and_called():
+    async def test():
         source = McpToolSource(stdio())
-        await source.start()
         try:
-            assert source.status()["state"] == "up"
-            tools = {spec.tool: spec for spec in source.specs()}
-            assert {"add", "slow", "crash", "fail", "turn_off"} <= set(tools)
-            assert tools["add"].schema["required"] == ["a", "b"]
-            assert tools["add"].offered_name == "home_add" and tools["add"].key == "home/add"
-            added = await source.call("add", {"a": 2, "b": 40})
-            failed = await source.call("fail", {})
-            return added, failed
-        finally:
-            await source.aclose()
-
-    added, failed = run(use())
-    assert added.text == "42" and not added.failed
-    assert failed.failed and "the lights are not answering" in failed.text
-
-
-def test_a_server_killed_mid_call_fails_the_call_withdraws_its_tools_and_comes_back():
-    async def use():
-        source = McpToolSource(stdio(), restart_first=0.2, restart_cap=0.2)
-        await source.start()
-        try:
-            crashed = await source.call("crash", {})
-            assert source.specs() == []  # withdrawn at once
-            await until(lambda: source.status()["state"] == "up")
-            return crashed, source.status(), await source.call("add", {"a": 1, "b": 1})
-        finally:
-            await source.aclose()
-
-    crashed, status, after = run(use())
-    assert crashed.failed and "home" in crashed.text
-    assert status["restarts"] >= 1 and after.text == "2"
-
-
-def test_a_call_that_never_answers_times_out_as_a_failed_outcome():
-    async def use():
-        source = McpToolSource(stdio(TimeoutSeconds=1))
-        await source.start()
-        try:
-            started = asyncio.get_running_loop().time()
-            outcome = await source.call("slow", {"seconds": 30})
-            return outcome, asyncio.get_running_loop().time() - started
-        finally:
-            await source.aclose()
-
-    outcome, seconds = run(use())
-    assert outcome.failed and outcome.text == "Error: home/slow did not answer within 1 s"
-    assert seconds < 3
-
-
-def test_a_command_that_is_not_there_is_down_with_the_reason_and_start_does_not_raise():
-    async def use():
-        source = McpToolSource(server(Command="/nonexistent/mcp-server"))
-        await source.start()
-        try:
-            return source.status(), source.specs(), await source.call("add", {})
-        finally:
-            await source.aclose()
-
-    status, specs, outcome = run(use())
-    assert status["state"] in ("down", "starting") and specs == []
-    assert "nonexistent" in status["last_error"] or "No such file" in status["last_error"]
-    assert outcome.failed and "not running" in outcome.text
-
-
-def test_an_http_server_gets_the_headers_of_the_headers_file(http_server, tmp_path):
-    headers = tmp_path / "headers.json"
-    headers.write_text(json.dumps({"Authorization": "Bearer s3cret"}))
-
-    async def use(path):
-        source = McpToolSource(server(Url=http_server, HeadersFile=str(path), TimeoutSeconds=10))
-        await source.start()
-        try:
+            await source.start()
             status = source.status()
-            outcome = await source.call("turn_off", {"room": "kitchen"}) if status["state"] == "up" else None
-            return status, outcome
+            assert status["state"] == "up" and status["transport"] == "stdio"
+            assert set(status["tools"]) == RIG_TOOLS and status["last_error"] is None
+            add = next(spec for spec in source.specs() if spec.tool == "add")
+            assert add.source == "rig" and add.key == "rig/add" and not add.read_only
+            assert add.description == "Add two whole numbers."
+            assert set(add.schema["properties"]) == {"a", "b"}
+
+            added = await source.call("add", {"a": 2, "b": 3})
+            assert added.text == "5" and not added.failed
+            failed = await source.call("fail", {})
+            assert failed.failed and "failed on purpose" in failed.text
+            unknown = await source.call("no_such_tool", {})
+            assert unknown.failed and "no_such_tool" in unknown.text
+            assert source.status()["calls"] == 3 and source.status()["failures"] == 2
+        finally:
+            began = time.monotonic()
+            await source.aclose()
+            assert time.monotonic() - began < 3.0
+        assert source.status()["state"] == "stopped" and source.specs() == []
+    run(test)
+
+
+def test_a_call_that_outlasts_the_timeout_fails_in_time_and_the_server_stays_up():
+    async def test():
+        source = McpToolSource(stdio(timeout=0.5), start_seconds=10.0)
+        try:
+            await source.start()
+            began = time.monotonic()
+            slow = await source.call("slow", {"seconds": 30})
+            assert time.monotonic() - began < 0.5 + 1.0
+            assert slow.failed and slow.text == "Error: rig/slow did not answer within 0.5 s"
+            assert source.status()["state"] == "up"
+            assert (await source.call("add", {"a": 1, "b": 1})).text == "2"
         finally:
             await source.aclose()
-
-    status, outcome = run(use(headers))
-    assert status["state"] == "up" and status["transport"] == "http", status
-    assert outcome.text == "The kitchen lights are off."
-
-    wrong = tmp_path / "wrong.json"
-    wrong.write_text(json.dumps({"Authorization": "Bearer guess"}))
-    status, _ = run(use(wrong))
-    assert status["state"] != "up" and "check its Url and HeadersFile" in status["last_error"], status
-
-    status, _ = run(use(tmp_path / "missing.json"))
-    assert "HeadersFile" in status["last_error"] and "create it or fix the path" in status["last_error"]
+    run(test)
 
 
-def test_the_toolbox_checks_arguments_against_the_servers_schema_before_calling():
-    async def use():
+def test_a_server_killed_mid_call_fails_the_call_withdraws_its_tools_and_is_restarted():
+    async def test():
+        source = McpToolSource(stdio(), backoff_first=0.05)
+        try:
+            await source.start()
+            crashed = await source.call("crash", {})
+            assert crashed.failed and "rig" in crashed.text and "crash" in crashed.text
+            assert source.specs() == [] and source.status()["state"] == "down"
+            assert (await source.call("add", {"a": 1, "b": 2})).failed  # not while it is down
+
+            await until(lambda: source.status()["state"] == "up")
+            assert source.status()["restarts"] == 1 and "crash" in source.status()["last_error"]
+            assert {spec.tool for spec in source.specs()} == RIG_TOOLS
+            assert (await source.call("add", {"a": 1, "b": 2})).text == "3"
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_a_server_that_dies_while_idle_is_noticed_and_restarted():
+    async def test():
+        source = McpToolSource(stdio(), backoff_first=0.05, health_seconds=0.1)
+        try:
+            await source.start()
+            assert (await source.call("exit_soon", {})).text == "bye"
+            await until(lambda: source.status()["restarts"] == 1 and source.status()["state"] == "up")
+            assert "ping" in source.status()["last_error"]
+            assert (await source.call("add", {"a": 4, "b": 5})).text == "9"
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_a_changed_list_of_tools_is_listed_again():
+    async def test():
+        source = McpToolSource(stdio())
+        try:
+            await source.start()
+            assert "extra" not in source.status()["tools"]
+            assert (await source.call("grow", {})).text == "grown"
+            await until(lambda: "extra" in source.status()["tools"])
+            assert (await source.call("extra", {})).text == "extra"
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_aclose_during_a_call_ends_it_promptly():
+    async def test():
+        source = McpToolSource(stdio())
+        await source.start()
+        call = asyncio.create_task(source.call("slow", {"seconds": 30}))
+        await asyncio.sleep(0.2)  # let the call reach the server (either way, it must end)
+        began = time.monotonic()
+        await source.aclose()
+        outcome = await call
+        assert time.monotonic() - began < 5.0
+        assert outcome.failed and source.status()["state"] == "stopped"
+    run(test)
+
+
+def test_an_http_server_is_reached_with_the_headers_from_its_headers_file(http_url, tmp_path):
+    headers = tmp_path / "headers.json"
+    headers.write_text(json.dumps({"Authorization": f"Bearer {TOKEN}"}))
+
+    async def test():
+        source = McpToolSource(McpServerSettings(name="web", url=http_url, headers_file=str(headers)))
+        try:
+            await source.start()
+            assert source.status()["state"] == "up" and source.status()["transport"] == "http"
+            assert {spec.key for spec in source.specs()} >= {"web/add", "web/slow"}
+            assert (await source.call("add", {"a": 20, "b": 22})).text == "42"
+            assert (await source.call("fail", {})).failed
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_an_http_server_that_dies_mid_call_fails_the_call_and_is_down():
+    async def test():
+        with serving_http() as url:
+            source = McpToolSource(McpServerSettings(name="web", url=url), backoff_first=0.05)
+            try:
+                await source.start()
+                assert source.status()["state"] == "up"
+                crashed = await source.call("crash", {})
+                assert crashed.failed and "web" in crashed.text
+                assert source.specs() == []
+                await until(lambda: source.status()["restarts"] >= 1 and source.status()["state"] == "down")
+                assert "cannot reach" in source.status()["last_error"]
+            finally:
+                await source.aclose()
+    run(test)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (json.dumps({"Authorization": "Bearer wrong"}), "HTTP 401"),
+    (None, "does not exist"),
+    ("{not json", "is not JSON"),
+    (json.dumps({"Authorization": 42}), "is not a JSON object of header names to text"),
+])
+def test_a_wrong_or_broken_headers_file_leaves_the_server_down_with_the_fix(
+        http_url, tmp_path, content, expected):
+    headers = tmp_path / "headers.json"
+    if content is not None:
+        headers.write_text(content)
+
+    async def test():
+        source = McpToolSource(McpServerSettings(name="web", url=http_url, headers_file=str(headers)))
+        try:
+            await source.start()
+            status = source.status()
+            assert status["state"] == "down" and source.specs() == []
+            assert expected in status["last_error"] and "HeadersFile" in status["last_error"]
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_a_command_that_does_not_exist_is_down_with_a_clear_error():
+    async def test():
+        settings = McpServerSettings(name="ghost", command="/nonexistent/elara-mcp-server")
+        source = McpToolSource(settings)
+        try:
+            began = time.monotonic()
+            await source.start()
+            assert time.monotonic() - began < 2.0
+            status = source.status()
+            assert status["state"] == "down" and status["tools"] == []
+            assert "/nonexistent/elara-mcp-server" in status["last_error"]
+            assert "Tools.McpServers[].Command" in status["last_error"]
+            outcome = await source.call("anything", {})
+            assert outcome.failed and "ghost is not running" in outcome.text
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_a_program_that_exits_at_once_is_down_with_a_clear_error():
+    async def test():
+        source = McpToolSource(McpServerSettings(name="quitter", command=sys.executable,
+                                                 args=("-c", "raise SystemExit(2)")))
+        try:
+            await source.start()
+            assert source.status()["state"] == "down"
+            assert "closed the connection before it answered" in source.status()["last_error"]
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_an_unreachable_url_is_down_and_start_does_not_raise():
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def test():
+        source = McpToolSource(McpServerSettings(name="away", url=f"http://127.0.0.1:{port}/mcp"))
+        try:
+            await source.start()
+            assert source.status()["state"] == "down"
+            assert "cannot reach" in source.status()["last_error"] and "Url" in source.status()["last_error"]
+        finally:
+            await source.aclose()
+    run(test)
+
+
+def test_the_toolbox_offers_only_allowed_tools_and_checks_arguments_against_the_servers_schema():
+    async def test():
         source = McpToolSource(stdio())
         await source.start()
         try:
-            box = Toolbox([source], ToolPolicy(allow=["home/add"]))
-            offered = [spec.offered_name for spec in box.offered()]
-            spec, refused = box.check(ToolCall("home_add", {"a": "two", "b": 2}))
-            not_allowed = box.check(ToolCall("home_turn_off", {"room": "hall"}))
-            return offered, refused, not_allowed, box.status()
+            box = Toolbox([source], ToolPolicy(allow=["rig/add"]))
+            assert [spec.offered_name for spec in box.offered()] == ["rig_add"]
+            spec, refused = box.check(ToolCall("rig_add", {"a": "two", "b": 2}))
+            assert refused.failed and "a: 'two' is not of type 'integer'" in refused.text
+            spec, unknown = box.check(ToolCall("rig_turn_off", {"room": "hall"}))
+            assert spec is None and "there is no tool rig_turn_off" in unknown.text
+            assert box.status()["sources"]["rig"]["failures"] == 1
         finally:
             await source.aclose()
 
-    offered, refused, not_allowed, status = run(use())
-    assert offered == ["home_add"]  # only what Tools.Allow names
-    assert refused.failed and "a: 'two' is not of type 'integer'" in refused.text
-    assert not_allowed[0] is None and "there is no tool home_turn_off" in not_allowed[1].text
-    assert status["sources"]["home"]["failures"] == 1 and status["sources"]["home"]["calls"] == 1
+    run(test)
 
 
 def test_doctor_lists_each_servers_tools_and_which_may_run():
@@ -178,12 +312,12 @@ def test_doctor_lists_each_servers_tools_and_which_may_run():
 
     data = packaged_defaults()
     data["Tools"].update({"McpServers": [
-        {"Name": "home", "Command": sys.executable, "Args": STDIO},
+        {"Name": "home", "Command": sys.executable, "Args": [SERVER, "stdio"]},
         {"Name": "gone", "Command": "/nonexistent/mcp-server"}],
         "Allow": ["elara/*", "home/turn_off", "home/add"], "Confirm": ["home/turn_off"]})
     builtin, home, gone = doctor.check_tools(bind(data))
 
     assert builtin.ok and "set_timer, set_reminder" in builtin.detail
     assert home.ok and home.name == "tools: home"
-    assert "add, slow (not allowed), crash (not allowed), fail (not allowed), turn_off (asks first)" in home.detail
+    assert "add, slow (not allowed), fail (not allowed), turn_off (asks first)" in home.detail
     assert not gone.ok and "gone did not start" in gone.detail and "Tools.McpServers (gone)" in gone.fix

@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from elara.tools.mcp import McpToolSource
 from tests.rig.ollama_server import FakeOllamaServer, ToolCalls, last_user_text, pending_tool_results
 
 TOOLS_MODEL = "tool-model"
+MCP_SERVER = Path(__file__).parent / "rig" / "mcp_tools_server.py"
 
 
 class ListSink:
@@ -270,7 +272,7 @@ def test_tool_records_name_the_tool_and_whether_it_failed(tmp_path, server, runn
 def test_a_slow_mcp_tool_gets_one_filler_and_its_result_reaches_the_model(tmp_path, server, runner):
     home = McpToolSource(bind({**packaged_defaults(), "Tools": {
         **packaged_defaults()["Tools"], "McpServers": [
-            {"Name": "home", "Command": sys.executable, "Args": ["-m", "tests.rig.mcp_tools_server", "stdio"]}]}}
+            {"Name": "home", "Command": sys.executable, "Args": [str(MCP_SERVER), "stdio"]}]}}
     ).tools.mcp_servers[0])
     runner.run(home.start())
     try:

@@ -45,6 +45,7 @@ def configure(level: str | int, stream: TextIO | None = None) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    # httpx logs every request and transitions every state change at INFO: noise in a journal.
-    for noisy in ("httpx", "httpcore", "transitions"):
+    # httpx (and the MCP SDK's httpx2) logs every request, the SDK its sessions, and transitions
+    # every state change at INFO: noise in a journal.
+    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2", "mcp", "transitions"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,105 +1,101 @@
-"""A small MCP server built with the official SDK, for the tests and benches of tool calling.
+"""A small MCP server built with the official SDK, for the tests of Elara's MCP tool source: it
+adds, sleeps, turns lights off, fails, dies mid-call, dies soon after answering, and grows a tool.
 
-    python -m tests.rig.mcp_tools_server stdio
-    python -m tests.rig.mcp_tools_server http --port N [--token T]
+    python tests/rig/mcp_tools_server.py stdio
+    python tests/rig/mcp_tools_server.py http FD [TOKEN]
 
-Tools: `add(a, b)`; `slow(seconds)` (answers after sleeping); `crash()` (the process exits
-mid-call); `fail()` (an error result); `turn_off(room)` (says it did). Over HTTP with `--token`,
-a request without `Authorization: Bearer T` is refused with 401.
+Over HTTP it serves on the listening socket it inherits as file descriptor FD (the test binds
+it on 127.0.0.1, so the port is known and taken before the server starts, with nothing to wait
+for); with TOKEN, a request without `Authorization: Bearer TOKEN` is refused with 401.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import socket
 import sys
-import time
+import threading
+from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-
-def make_server() -> MCPServer:
-    """The server and its tools."""
-    server = MCPServer("elara-test-tools")
-
-    def add(a: int, b: int) -> str:
-        """Add two whole numbers."""
-        return str(a + b)
-
-    async def slow(seconds: float) -> str:
-        """Answer after `seconds`."""
-        await asyncio.sleep(seconds)
-        return f"slept {seconds:g} s"
-
-    def crash() -> str:
-        """Exit the process in the middle of the call."""
-        sys.stdout.flush()
-        os._exit(3)
-
-    def fail() -> str:
-        """Always fail."""
-        raise ToolError("the lights are not answering")
-
-    def turn_off(room: str) -> str:
-        """Turn off the lights in a room."""
-        return f"The {room} lights are off."
-
-    for tool in (add, slow, crash, fail, turn_off):
-        server.add_tool(tool)
-    return server
+server: MCPServer = MCPServer("rig", log_level="WARNING")
 
 
-def free_port() -> int:
-    """A TCP port on loopback nobody listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two whole numbers."""
+    return a + b
 
 
-def wait_listening(port: int, timeout: float = 20.0) -> None:
-    """Return once something accepts connections on the port; TimeoutError after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:g} s")
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep this long, then answer."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds} s"
 
 
-def _serve_http(port: int, token: str | None) -> None:
+@server.tool()
+def fail() -> str:
+    """Always fails."""
+    raise ToolError("the rig's tool failed on purpose")
+
+
+@server.tool()
+def turn_off(room: str) -> str:
+    """Turn off the lights in a room."""
+    return f"The {room} lights are off."
+
+
+@server.tool()
+def crash() -> str:
+    """Ends the server's process in the middle of the call."""
+    os._exit(3)
+
+
+@server.tool()
+def exit_soon() -> str:
+    """Answers, then ends the server's process a moment later (a server dying while idle)."""
+    threading.Timer(0.1, os._exit, (4,)).start()
+    return "bye"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `extra` and tells the client its list of tools changed."""
+    server.add_tool(lambda: "extra", name="extra", description="A tool added while serving.")
+    await ctx.request_context.session.send_tool_list_changed()
+    return "grown"
+
+
+def _guarded(app: Any, token: str) -> Any:
+    """The ASGI app behind a check of the Authorization header."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"wrong or missing token"})
+            return
+        await app(scope, receive, send)
+    return guarded
+
+
+def _serve_http(fd: int, token: str | None) -> None:
     import uvicorn
 
-    app = make_server().streamable_http_app()
-
-    async def guarded(scope, receive, send):
-        if token is not None and scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            if headers.get(b"authorization") != f"Bearer {token}".encode():
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain")]})
-                await send({"type": "http.response.body", "body": b"unauthorized"})
-                return
-        await app(scope, receive, send)
-
-    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-
-
-def main() -> None:
-    """Serve over stdio or streamable HTTP."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("transport", choices=("stdio", "http"))
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--token")
-    args = parser.parse_args()
-    if args.transport == "stdio":
-        make_server().run("stdio")
-    else:
-        _serve_http(args.port, args.token)
+    app: Any = server.streamable_http_app()
+    if token:
+        app = _guarded(app, token)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[socket.socket(fileno=fd)])
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+    else:
+        _serve_http(int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
