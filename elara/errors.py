@@ -132,6 +132,10 @@ class ToolRefused(ElaraError):
     code = "tool_refused"
 
 
+class ToolServerLost(Exception):
+    """An MCP server stopped answering while its session was held (it is restarted)."""
+
+
 class EvaluationStopped(Exception):
     """The built-in model's prompt evaluation was stopped between two steps, as asked (not a
     failure: what was read stays cached)."""

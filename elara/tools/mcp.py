@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from elara import __version__
-from elara.errors import ConfigError
+from elara.errors import ConfigError, ToolServerLost
 from elara.service.backoff import Backoff
 from elara.settings import McpServerSettings
 from elara.tools.calls import ToolOutcome, ToolSpec
@@ -39,10 +39,6 @@ _PASSED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "XDG_RUNTIME_D
 _CLOSE_SECONDS = 8.0
 #: The most pages of tools one listing reads.
 _MAX_PAGES = 50
-
-
-class _ConnectionLost(Exception):
-    """The server stopped answering while the keeper held its session."""
 
 
 class McpToolSource:
@@ -275,7 +271,7 @@ class McpToolSource:
             if self._stopping:
                 return
             if self._lost is not None:
-                raise _ConnectionLost(self._lost)
+                raise ToolServerLost(self._lost)
             if self._relist:
                 self._relist = False
                 with anyio.fail_after(self._timeout):
@@ -288,7 +284,7 @@ class McpToolSource:
             with anyio.fail_after(self._timeout):
                 await session.send_ping()
         except (MCPError, TimeoutError) as exc:
-            raise _ConnectionLost(f"it stopped answering pings ({_reason(exc)})") from exc
+            raise ToolServerLost(f"it stopped answering pings ({_reason(exc)})") from exc
 
     def _went_down(self, reason: str) -> None:
         """Record why it is down, withdraw its tools, and set the wait before the next try."""
