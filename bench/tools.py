@@ -72,7 +72,7 @@ NONE = "none"
 MAX_TOKENS = 160
 CONTEXT = 4096
 #: the context of llama-cpp-python's function calling (ChatmlFunctionCalling)
-FUNCTION_CALLING_CONTEXT = 2048
+FUNCTION_CALLING_CONTEXT = 3072
 #: the context of a scored choice, which keeps every token's logits (n_ctx × vocabulary floats)
 SCORED_CONTEXT = 2048
 SHOWN_CHARS = 70
