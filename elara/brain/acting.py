@@ -40,6 +40,7 @@ class PendingCall:
     call: ToolCall
     messages: tuple[Any, ...]  # the request's messages up to and with the model's call
     until: float
+    yes: bool = False  # the person's answer, once there is one
 
 
 @dataclass
@@ -74,9 +75,9 @@ class Acting:
             return request
         return replace(request, tools=tuple(spec.function() for spec in self.toolbox.offered()))
 
-    def answer(self, text: str, yes: bool | None) -> PendingCall | None:
-        """The pending call `text` answers (`yes`: the person's yes or no, None: neither); any
-        other turn, or one too late, drops it."""
+    def answer(self, yes: bool | None) -> PendingCall | None:
+        """The pending call a turn answers (`yes`: the person's yes or no, None: neither), with
+        the answer; any other turn, or one too late, drops it."""
         pending, self.pending = self.pending, None
         if pending is None or yes is None:
             if pending is not None:
@@ -85,7 +86,7 @@ class Acting:
         if self._monotonic() > pending.until:
             log.info("the yes or no to %s came too late: not run", pending.spec.key)
             return None
-        return pending
+        return replace(pending, yes=yes)
 
     async def act(self, turn: ToolTurn, request: ChatRequest, said: str,
                   calls: Sequence[ToolCall]) -> ChatRequest:

@@ -206,14 +206,13 @@ class Orchestrator:
         started = self._monotonic()
         log.debug("user said: %s", event.text)
         text = self.redact(event.text)
-        pending = self.acting.answer(text, yes_or_no(text)) if self.acting is not None else None
+        pending = self.acting.answer(yes_or_no(text)) if self.acting is not None else None
         local = self.commands.answer(text) if self.commands is not None and pending is None else None
         if local is not None:
             return await self._local(local, text, event.source, started, commit)
         for observer in self.observers:
             observer.turn_started()
         user = ChatMessage(ChatRole.USER, text, self._clock(), self._meta({"source": event.source}))
-        records = _Records(self._append, stored_user=None)
         if commit is None:
             stored_user = asyncio.create_task(self._append(user), name="store-user")
             await asyncio.wait([stored_user])  # stored before the prompt is built, as always
@@ -221,7 +220,7 @@ class Orchestrator:
             # Stored the moment the turn is confirmed, not when the reply is done: a crash
             # mid-reply must not lose the words.
             stored_user = asyncio.create_task(self._append_when(commit, user), name="store-user")
-        records.after = stored_user
+        records = _Records(self._append, after=stored_user)
         turn = ToolTurn(say=self.sink.say, record=records.add,
                         committed=commit.wait if commit is not None else _now)
         try:
@@ -289,7 +288,7 @@ class Orchestrator:
         how it went, or say it is not done."""
         assert self.acting is not None
         streamed = _Streamed(started)
-        if yes_or_no(user.content):
+        if pending.yes:
             request = await self.acting.confirmed(turn, pending)
             streamed = await self._reply(request, streamed, turn)
         else:
@@ -477,9 +476,9 @@ class _Records:
     """A turn's tool records, written in order after the user's words, once the turn is committed."""
 
     def __init__(self, append: Callable[[ChatMessage], Awaitable[bool]],
-                 stored_user: asyncio.Task[bool] | None) -> None:
+                 after: asyncio.Task[bool]) -> None:
         self._append = append
-        self.after = stored_user
+        self.after = after
         self._last: asyncio.Task[bool] | None = None
 
     def add(self, message: ChatMessage) -> None:
