@@ -116,6 +116,10 @@ def test_history_list_export_verify_purge(tmp_path, env, ollama_server):
     listed = elara(env, "history", "list", "--limit", "3")
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 3
     assert "User" in listed.stdout and "two" in listed.stdout
+    # a question the person went on with (stored again whole after it) says so
+    root = tmp_path / "cache" / "elara" / "Conversation"
+    ConversationStore(root, KEY).annotate(sorted(root.glob("*_user.json"))[0], {"superseded": "true"})
+    assert "User (went on)  one" in elara(env, "history", "list").stdout
 
     exported = elara(env, "history", "export")
     rows = [json.loads(line) for line in exported.stdout.splitlines()]

@@ -7,14 +7,16 @@ wake word must send nothing, and SIGTERM must exit 0 with nothing lost.
 """
 
 import re
+import signal
 
 import pytest
 
 from elara.conversation.messages import ChatRole
-from elara.conversation.store import ConversationStore
+from elara.conversation.store import NAME_PATTERN, ConversationStore, decode_message
 from tests.rig import voice_clips
 from tests.rig.daemon_process import DaemonProcess, daemon_env
 from tests.rig.ollama_server import closed_port
+from tests.spec_reader import independent_open
 
 REPLIES = {
     "germany": "Berlin is the capital of Germany.",
@@ -133,3 +135,22 @@ def test_a_spoken_turn_answered_by_the_built_in_model(sound_card, tmp_path, tran
     heard = set(words(transcriber.transcribe(recording.samples()).text).split())
     said = {w for w in words(reply.content).split() if len(w) > 3}
     assert len(heard & said) >= min(2, len(said)), (heard, said)
+
+
+def test_a_kill_just_after_the_question_ends_loses_no_word(daemon, sound_card, ollama_server, tmp_path):
+    """kill -9 right after the turn was judged over, while the person may still go on and the
+    reply streams: the question is on disk, whole and readable by anyone with the passphrase."""
+    ollama_server.fault, ollama_server.slow_delay = "slow", 0.3
+    silence = voice_clips.silence
+    question = clip_file(tmp_path, "question", silence(0.5), voice_clips.piper_speech("Hey Jarvis."),
+                         silence(0.6), voice_clips.piper_speech("What is the capital of France?"),
+                         silence(1.5))
+    sound_card.play_into_mic(question, wait=False)
+    daemon.wait_for("stored the person's question", timeout=60)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(10)
+    root = tmp_path / "store"
+    files = sorted(p for p in root.iterdir() if NAME_PATTERN.fullmatch(p.name))
+    stored = [decode_message(independent_open("end-to-end key", p.read_bytes())) for p in files]
+    assert [m.role for m in stored] == [ChatRole.USER], daemon.log()
+    assert "capital of france" in words(stored[0].content)

@@ -8,6 +8,7 @@ processor, on an injected clock, and lets the loop's work finish between frames.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
@@ -219,8 +220,13 @@ class ListStore:
     def __init__(self) -> None:
         self.messages: list[ChatMessage] = []
 
-    def append(self, message: ChatMessage) -> None:
+    def append(self, message: ChatMessage) -> int:
         self.messages.append(message)
+        return len(self.messages) - 1
+
+    def annotate(self, index: int, metadata: dict[str, str]) -> None:
+        message = self.messages[index]
+        self.messages[index] = dataclasses.replace(message, metadata={**message.metadata, **metadata})
 
 
 class FakeMicrophone:
@@ -1326,7 +1332,8 @@ async def go_on_over_her(rig: Rig, loudness: int) -> str:
     stored_before = len(rig.store.messages)
     await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.8), wait=False)
     await until(rig, d.SPEAKING)
-    assert len(rig.store.messages) == stored_before  # the person may still go on: nothing stored
+    # the person may still go on, but the turn was judged over: their words are stored
+    assert [m.content for m in rig.store.messages[stored_before:]] == [PHRASES[FINISHED]]
     for _ in range(4):
         await rig.loop.on_frame(phrase_frame(rig, WHOLE, loudness))
     state = rig.loop.state
@@ -1349,9 +1356,11 @@ def test_going_on_over_her_reply_drops_it_and_sends_the_question_whole():
     assert rig.transcriber.phrases[-1] == [FINISHED, WHOLE]
     words = FRAME * (1 + round(1.2 / FRAME) + 4)  # the wake word, the words, the words going on
     assert words < rig.transcriber.seconds[-1] < words + 0.5
-    # the dropped reply left nothing stored: one turn, user → assistant
-    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+    # the dropped reply left nothing stored; the words before the pause stay, marked superseded
+    # by the whole question
+    assert stored(rig) == [(ChatRole.USER, PHRASES[FINISHED]), (ChatRole.USER, PHRASES[WHOLE]),
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert [m.metadata.get("superseded") for m in rig.store.messages] == ["true", None, None]
     assert counters["turns"] == 1
 
 
@@ -1364,7 +1373,7 @@ def test_her_own_voice_in_the_moments_after_a_turn_is_not_the_person_going_on():
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
 
 
-def test_a_turn_is_stored_once_the_person_can_no_longer_go_on():
+def test_the_words_are_stored_when_the_turn_ends_and_the_reply_once_the_person_can_no_longer_go_on():
     rig = make_rig(judge=True, speculate=True, go_on_ms=1500)
 
     async def scenario():
@@ -1373,7 +1382,7 @@ def test_a_turn_is_stored_once_the_person_can_no_longer_go_on():
         for _ in range(4):  # 1.12 s after the end of speech: it may still be the same turn
             await rig.loop.on_frame(rig.frame(SILENCE))
             await asyncio.sleep(0.005)
-        assert rig.store.messages == [] and rig.loop.counters.turns == 0
+        assert stored(rig) == [(ChatRole.USER, PHRASES[FINISHED])] and rig.loop.counters.turns == 0
         await until_settled(rig)
 
     asyncio.run(scenario())
@@ -1402,8 +1411,9 @@ def test_without_echo_cancelling_the_person_goes_on_only_before_she_is_heard():
 
     asyncio.run(scenario())
     assert rig.loop.counters.went_on == 1
-    assert stored(rig) == [(ChatRole.USER, PHRASES[WHOLE]),
+    assert stored(rig) == [(ChatRole.USER, PHRASES[FINISHED]), (ChatRole.USER, PHRASES[WHOLE]),
                            (ChatRole.ASSISTANT, "Paris is the capital. It is lovely.")]
+    assert [m.metadata.get("superseded") for m in rig.store.messages] == ["true", None, None]
 
 
 def test_just_after_a_gap_in_her_voice_what_the_microphone_hears_is_not_the_person_going_on():

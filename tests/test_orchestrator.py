@@ -8,7 +8,7 @@ import pytest
 
 from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.brain.orchestrator import Orchestrator
-from elara.conversation.context import LastNContextProvider
+from elara.conversation.context import LastNContextProvider, read_turns
 from elara.conversation.messages import ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer, TranscriptRenderer
@@ -414,3 +414,58 @@ def test_a_speculative_turn_cancelled_before_commit_leaves_nothing(tmp_path, oll
     assert [m.content for m in store.read_tail(5) if m.role is ChatRole.USER] == ["Thanks"]
     assert observer.events[:2] == ["started", "abandoned"]
     assert store.read_tail(5)[0].content == "Thanks"
+
+
+def test_the_words_are_stored_when_the_turn_ends_and_the_whole_question_supersedes_them(tmp_path, ollama_server):
+    """The person went on after the pause taken for the end: the words before it were stored at
+    once, the reply begun is dropped, and the whole question marks them superseded."""
+    ollama_server.responder = lambda endpoint, body: "A long answer. " * 20
+    ollama_server.fault, ollama_server.slow_delay = "slow", 0.05
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, ollama_server.url, sink)
+
+    async def scenario():
+        ended, commit = asyncio.Event(), asyncio.Event()
+        task = asyncio.create_task(orchestrator.on_prompt_ready(
+            PromptReady("How far is it from Paris?", source="voice"), commit=commit, ended=ended))
+        await asyncio.sleep(0.05)
+        assert store.read_tail(5) == []  # before the end of the turn: nothing
+        ended.set()
+        for _ in range(200):
+            if store.read_tail(5) and sink.sentences:
+                break
+            await asyncio.sleep(0.01)
+        assert [m.content for m in store.read_tail(5)] == ["How far is it from Paris?"]
+        task.cancel()  # the person went on
+        await asyncio.gather(task, return_exceptions=True)
+        ollama_server.fault = "none"
+        return await orchestrator.on_prompt_ready(
+            PromptReady("How far is it from Paris to Berlin?", source="voice", continues=True))
+
+    result = _runner.run(scenario())
+    assert result.ok and result.user_stored
+    kept = store.read_tail(5)
+    assert [(m.role, m.content, m.metadata.get("superseded")) for m in kept] == [
+        (ChatRole.USER, "How far is it from Paris?", "true"),
+        (ChatRole.USER, "How far is it from Paris to Berlin?", None),
+        (ChatRole.ASSISTANT, "A long answer. " * 19 + "A long answer.", None)]
+    # the model was asked the whole question, and never saw the part it superseded
+    asked = [m["content"] for m in ollama_server.requests[-1][1]["messages"] if m["role"] == "user"]
+    assert len(asked) == 1 and asked[0].endswith("] How far is it from Paris to Berlin?")
+    assert [m.content for m in read_turns(store, 10)] == ["How far is it from Paris to Berlin?",
+                                                           "A long answer. " * 19 + "A long answer."]
+
+
+def test_a_question_not_gone_on_with_is_never_superseded(tmp_path, ollama_server):
+    ollama_server.responder = lambda endpoint, body: "Sure."
+    store = ConversationStore(tmp_path, "k")
+    orchestrator, _ = make(store, ollama_server.url, ListSink())
+
+    async def scenario():
+        await orchestrator.on_prompt_ready(PromptReady("First question?", source="voice"))
+        # a continuing question with nothing gone on with before it supersedes nothing
+        await orchestrator.on_prompt_ready(PromptReady("Second question?", source="voice", continues=True))
+
+    _runner.run(scenario())
+    assert [m.metadata.get("superseded") for m in store.read_tail(10)] == [None] * 4

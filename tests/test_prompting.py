@@ -66,9 +66,10 @@ def test_last_n_leaves_out_the_current_turn_and_starts_with_the_newest_exchanges
         "question 3", "answer 3"]
     assert [m.content for m in run(LastNContextProvider(store).get_context("what now?", 1))] == ["answer 3"]
     assert run(LastNContextProvider(store).get_context("what now?", 0)) == []
-    # When the current turn was not stored (a failed write) nothing real is dropped.
+    # The questions after her last reply are left out even when the current turn was not stored
+    # (a failed write): one she never answered, or one the person went on with.
     got = run(LastNContextProvider(store).get_context("something else", 8))
-    assert [m.content for m in got] == ["question 3", "answer 3", "what now?"]
+    assert [m.content for m in got] == ["question 2", "answer 2", "question 3", "answer 3"]
 
 
 def test_the_window_grows_by_appending_and_drops_old_turns_in_a_block(tmp_path):

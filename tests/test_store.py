@@ -175,6 +175,35 @@ def test_append_never_overwrites_a_file_that_appeared_meanwhile(root, monkeypatc
     assert contents(store.read_tail(1)) == ["second"]
 
 
+def test_annotate_adds_metadata_in_place_and_a_failed_write_leaves_the_message_as_it_was(root, monkeypatch):
+    store = ConversationStore(root, PASS)
+    first = store.append(msg("How far is it from Paris?", source="voice"))
+    store.append(msg("How far is it from Paris to Berlin?"))
+    store.annotate(first, {"superseded": "true"})
+    kept = store.read_tail(5)
+    assert contents(kept) == ["How far is it from Paris?", "How far is it from Paris to Berlin?"]
+    assert dict(kept[0].metadata) == {"source": "voice", "superseded": "true"}
+    assert sorted(os.listdir(root)) == message_files(root)  # same names, no temp file left
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600
+    # another process reads the annotated file
+    assert dict(ConversationStore(root, PASS).read_tail(2)[0].metadata)["superseded"] == "true"
+
+    before = first.read_bytes()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(StoreError, match="free disk space"):
+        store.annotate(first, {"other": "x"})
+    assert first.read_bytes() == before and sorted(os.listdir(root)) == message_files(root)
+    with pytest.raises(ValueError):
+        store.annotate(root.parent / first.name, {"other": "x"})
+    first.unlink()
+    with pytest.raises(StoreError, match="gone or unreadable"):
+        store.annotate(first, {"other": "x"})
+
+
 def test_stale_temp_files_are_removed_at_open_fresh_ones_kept(root):
     ConversationStore(root, PASS).append(msg("hi"))
     stale, fresh = root / ".tmp-stale", root / ".tmp-fresh"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from elara.brain.acting import DECLINED, Acting, PendingCall, ToolTurn
 from elara.brain.ollama import PromptTokens
@@ -17,6 +17,7 @@ from elara.brain.sentences import SentenceSplitter
 from elara.brain.thinking import ThinkFilter
 from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
 from elara.conversation.prompts import PromptBuilder, utc_now
+from elara.conversation.records import SUPERSEDED
 from elara.conversation.render import ChatRequest, GenerateRequest, PromptRenderer
 from elara.errors import CommandError, ContextError, ElaraError, LanguageModelError, StoreError
 from elara.skills.commands import LocalCommands, LocalReply
@@ -60,7 +61,10 @@ class MessageStore(Protocol):
     """Where turns are kept."""
 
     def append(self, message: ChatMessage) -> object:
-        """Store one complete message."""
+        """Store one complete message; where it is kept."""
+
+    def annotate(self, path: Any, metadata: Mapping[str, str]) -> None:
+        """Add metadata to the message kept at `path`."""
 
 
 class TurnObserver(Protocol):
@@ -157,19 +161,24 @@ class Orchestrator:
         #: the tool calls the model makes (None: it is offered no tools)
         self.acting = acting
         self._lock = asyncio.Lock()
+        #: where the question the person went on with is kept (its reply was dropped): the whole
+        #: question, stored next, supersedes it
+        self._gone_on: object | None = None
         self._preparing: asyncio.Task[None] | None = None
         self._prepare_again = False
 
-    async def on_prompt_ready(self, event: PromptReady, *,
-                              commit: asyncio.Event | None = None) -> TurnResult:
+    async def on_prompt_ready(self, event: PromptReady, *, commit: asyncio.Event | None = None,
+                              ended: asyncio.Event | None = None) -> TurnResult:
         """Run one turn for the user's text; never raises for store, context or model failures.
 
         With `commit`, the turn is speculative: the reply is worked out (and said to the sink,
-        which the caller holds) at once, but the user's words are stored only once `commit` is
-        set — and the reply after them. Cancelled before that, the turn leaves nothing stored."""
+        which the caller holds) at once, but the user's words are stored only once `ended` is set
+        (the turn judged over; `commit` when not given), and the reply, and what it does, once
+        `commit` is (the person can no longer go on). Cancelled before `ended`, the turn leaves
+        nothing stored; after it, its question stays, until a `continues` question supersedes it."""
         async with self._lock:
             try:
-                result = await self._turn(event, commit)
+                result = await self._turn(event, commit, ended or commit)
             except asyncio.CancelledError:
                 for observer in self.observers:
                     observer.turn_abandoned()
@@ -202,41 +211,38 @@ class Orchestrator:
                 log.debug("could not prepare the next turn: %s", exc)
                 return
 
-    async def _turn(self, event: PromptReady, commit: asyncio.Event | None) -> TurnResult:
+    async def _turn(self, event: PromptReady, commit: asyncio.Event | None,
+                    ended: asyncio.Event | None) -> TurnResult:
         started = self._monotonic()
         log.debug("user said: %s", event.text)
         text = self.redact(event.text)
         pending = self.acting.answer(yes_or_no(text)) if self.acting is not None else None
         local = self.commands.answer(text) if self.commands is not None and pending is None else None
         if local is not None:
-            return await self._local(local, text, event.source, started, commit)
+            return await self._local(local, text, event, started, commit, ended)
         for observer in self.observers:
             observer.turn_started()
         user = ChatMessage(ChatRole.USER, text, self._clock(), self._meta({"source": event.source}))
-        if commit is None:
-            stored_user = asyncio.create_task(self._append(user), name="store-user")
-            await asyncio.wait([stored_user])  # stored before the prompt is built, as always
-        else:
-            # Stored the moment the turn is confirmed, not when the reply is done: a crash
-            # mid-reply must not lose the words.
-            stored_user = asyncio.create_task(self._append_when(commit, user), name="store-user")
-        records = _Records(self._append, after=stored_user)
+        question = _Question(user, event.continues, ended, self._store_question)
+        if ended is None:
+            await asyncio.wait([question.stored])  # stored before the prompt is built, as always
+        records = _Records(self._append, after=question.stored)
         turn = ToolTurn(say=self.sink.say, record=records.add,
                         committed=commit.wait if commit is not None else _now)
         try:
-            return await self._answer(text, user, started, stored_user, turn, records, pending)
+            return await self._answer(text, user, started, question.stored, turn, records, pending)
         except asyncio.CancelledError:
             if commit is None or commit.is_set():
                 await records.written()  # what the tools did goes before what was heard of her
-                await self._keep_interrupted(stored_user)
-            elif pending is not None and self.acting is not None:
-                self.acting.pending = pending  # a dropped speculative turn answered nothing
+                await self._keep_interrupted(question.stored)
+            else:
+                if pending is not None and self.acting is not None:
+                    self.acting.pending = pending  # a dropped speculative turn answered nothing
+                await self._dropped(question)
             raise
         finally:
-            # Uncommitted words are dropped; committed ones are stored even if the reply is cut.
             if commit is not None and not commit.is_set():
-                stored_user.cancel()
-                records.cancel()
+                records.cancel()  # what a dropped reply did with tools is not kept
 
     async def _answer(self, text: str, user: ChatMessage, started: float,
                       stored_user: asyncio.Task[bool], turn: ToolTurn, records: _Records,
@@ -353,7 +359,8 @@ class Orchestrator:
                 self.acting.asked()
             else:
                 self.acting.pending = None
-        user_stored = await stored_user  # the user's words go first, whatever became of the reply
+        await turn.committed()  # the person going on drops the reply: it is kept only after that
+        user_stored = await asyncio.shield(stored_user)  # the user's words go first, whatever became of the reply
         await records.written()  # then what the tools did
         assistant_stored = False
         answer = None
@@ -385,25 +392,22 @@ class Orchestrator:
         heard = self.sink.heard_text() if isinstance(self.sink, HeardSink) else ""
         if not heard:
             return
-        if not await stored_user:  # the user's words go first
+        if not await asyncio.shield(stored_user):  # the user's words go first
             return
         log.info("reply interrupted: storing the %d words heard", len(heard.split()))
         log.debug("assistant said (interrupted): %s", heard)
         await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(heard), self._clock(),
                                        self._meta({"model": self.llm.model, "interrupted": "true"})))
 
-    async def _local(self, local: LocalReply, text: str, source: str, started: float,
-                     commit: asyncio.Event | None) -> TurnResult:
+    async def _local(self, local: LocalReply, text: str, event: PromptReady, started: float,
+                     commit: asyncio.Event | None, ended: asyncio.Event | None) -> TurnResult:
         """A local command's turn: no model, the same storing rules. Done before it is said when
         the turn is already committed; said first and done on commit when speculative."""
         log.info("local command: %s", local.intent)
         user = ChatMessage(ChatRole.USER, text, self._clock(),
-                           self._meta({"source": source, "intent": local.intent}))
-        stored_user: asyncio.Task[bool] | None = None
-        if local.store:
-            stored_user = asyncio.create_task(
-                self._append(user) if commit is None else self._append_when(commit, user),
-                name="store-user")
+                           self._meta({"source": event.source, "intent": local.intent}))
+        question = _Question(user, event.continues, ended, self._store_question) if local.store else None
+        stored_user = question.stored if question is not None else None
         reply = local.text
         error: CommandError | None = None
         try:
@@ -418,10 +422,11 @@ class Orchestrator:
                 error = await self._act(local)
                 if error is not None:
                     await self._say_all(error.apology or "")
-        finally:
-            if stored_user is not None and commit is not None and not commit.is_set():
-                stored_user.cancel()
-        user_stored = await stored_user if stored_user is not None else False
+        except asyncio.CancelledError:
+            if question is not None and commit is not None and not commit.is_set():
+                await self._dropped(question)
+            raise
+        user_stored = await asyncio.shield(stored_user) if stored_user is not None else False
         assistant_stored = False
         if local.store and error is None and reply:
             log.debug("assistant said: %s", reply)
@@ -458,10 +463,6 @@ class Orchestrator:
         """A record's metadata, with the room it was said in when that is a satellite's."""
         return metadata if self.room is None else {**metadata, "room": self.room}
 
-    async def _append_when(self, commit: asyncio.Event, message: ChatMessage) -> bool:
-        await commit.wait()
-        return await self._append(message)
-
     async def _append(self, message: ChatMessage) -> bool:
         try:
             await asyncio.to_thread(self.store.append, message)
@@ -470,6 +471,46 @@ class Orchestrator:
             # The conversation goes on; only its record is lost, and the log says so.
             log.error("could not store the %s turn: %s", message.role.slug, exc)
             return False
+
+    async def _store_question(self, question: _Question) -> bool:
+        """Store the user's words once the turn is judged over; if they go on the question the
+        person went on with, mark that one superseded after them (no instant without the words)."""
+        if question.ended is not None:
+            await question.ended.wait()
+        gone_on, self._gone_on = self._gone_on, None
+        try:
+            question.where = await asyncio.to_thread(self.store.append, question.message)
+        except (StoreError, OSError) as exc:
+            log.error("could not store the user turn: %s", exc)
+            return False
+        log.info("stored the person's question (%d words)", len(question.message.content.split()))
+        if question.continues and gone_on is not None:
+            try:
+                await asyncio.to_thread(self.store.annotate, gone_on, {SUPERSEDED: "true"})
+            except (StoreError, OSError, ValueError) as exc:
+                log.error("could not mark the question the person went on with as superseded: %s", exc)
+        return True
+
+    async def _dropped(self, question: _Question) -> None:
+        """The reply was dropped before its commit: the question stays stored if the turn had
+        ended (the person went on with it: the whole question will supersede it), else it is not."""
+        if question.ended is None or not question.ended.is_set():
+            question.stored.cancel()
+            return
+        if await asyncio.shield(question.stored) and question.where is not None:
+            self._gone_on = question.where
+
+
+class _Question:
+    """A turn's user record, written by its own task (`stored`) once the turn is judged over."""
+
+    def __init__(self, message: ChatMessage, continues: bool, ended: asyncio.Event | None,
+                 store: Callable[[_Question], Coroutine[Any, Any, bool]]) -> None:
+        self.message = message
+        self.continues = continues
+        self.ended = ended
+        self.where: object | None = None  # where it is kept, once stored
+        self.stored: asyncio.Task[bool] = asyncio.create_task(store(self), name="store-user")
 
 
 class _Records:
@@ -486,7 +527,8 @@ class _Records:
         previous = self._last or self.after
 
         async def write() -> bool:
-            if previous is not None and not await previous:
+            # shielded: dropping the records must not drop the user's words before them
+            if previous is not None and not await asyncio.shield(previous):
                 return False  # what came before was never stored: neither is this
             return await self._append(message)
 

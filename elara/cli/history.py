@@ -11,7 +11,7 @@ from pathlib import Path
 
 from elara.cli.memory import reload_daemon_memory
 from elara.conversation.messages import ChatMessage
-from elara.conversation.records import TOOL_CALL, TOOL_RESULT, kind_of
+from elara.conversation.records import TOOL_CALL, TOOL_RESULT, kind_of, superseded
 from elara.conversation.rekey import rekey as rekey_store
 from elara.conversation.store import encode_message
 from elara.memory.retention import forget_before
@@ -72,11 +72,14 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _label(message: ChatMessage) -> str:
-    """Who said it; a tool's call and result by what they are ("tool call elara/set_timer")."""
+    """Who said it; a tool's call and result by what they are ("tool call elara/set_timer"); a
+    question the person went on with (stored again whole after it) says so."""
     kind = kind_of(message)
     if kind in (TOOL_CALL, TOOL_RESULT):
         failed = " (failed)" if message.metadata.get("failed") == "true" else ""
         return f"{kind.replace('_', ' ')} {message.metadata.get('tool', '?')}{failed}:"
+    if superseded(message):
+        return f"{message.role.value} (went on)"
     return message.role.value
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from elara.brain import personalities
 from elara.config import DEFAULT_FILE, load_settings
-from elara.conversation.context import TURN_ROLES
+from elara.conversation.context import read_turns
 from elara.conversation.messages import ChatMessage
 from elara.conversation.store import ConversationStore
 from elara.errors import DaemonNotRunning, ElaraError
@@ -65,7 +65,7 @@ class MemoryReader:
         if not words:
             raise _tool_error("give some words to search for")
         found: list[dict[str, str]] = []
-        for message in reversed(self._store().read_tail(10**9, TURN_ROLES)):
+        for message in reversed(read_turns(self._store(), 10**9)):
             if all(word in message.content.lower() for word in words):
                 found.append(_said(message))
                 if len(found) >= _bounded(limit):
@@ -77,7 +77,7 @@ class MemoryReader:
         if page < 1:
             raise _tool_error("pages count from 1 (the newest)")
         size = _bounded(per_page)
-        newest = self._store().read_tail(page * size, TURN_ROLES)
+        newest = read_turns(self._store(), page * size)
         return [_said(m) for m in newest[:max(0, len(newest) - (page - 1) * size)]]
 
     def facts(self) -> list[dict[str, str]]:

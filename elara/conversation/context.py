@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from elara.conversation.messages import ChatMessage, ChatRole
+from elara.conversation.records import superseded
 
 
 class ContextProvider(Protocol):
@@ -26,6 +27,12 @@ class TailReader(Protocol):
 
     def read_tail(self, n: int, roles=None) -> list[ChatMessage]:
         """The last n messages (of these roles), oldest first."""
+
+
+def read_turns(store: TailReader, n: int) -> list[ChatMessage]:
+    """The last `n` user and assistant messages, oldest first, without the questions the person
+    went on with (each is stored again whole after it)."""
+    return [message for message in store.read_tail(n, TURN_ROLES) if not superseded(message)]
 
 
 def estimate_tokens(text: str) -> int:
@@ -59,10 +66,11 @@ class LastNContextProvider:
             pinned.extend(await provider.get_context(current_prompt, n))
         if n <= 0:
             return pinned
-        # The orchestrator stores the user's turn before building the prompt: read one more
-        # and leave that turn out, since it is the prompt's user_input, not context.
-        tail = await asyncio.to_thread(self._store.read_tail, n + 1, TURN_ROLES)
-        if tail and tail[-1].role is ChatRole.USER and tail[-1].content == current_prompt:
+        # The orchestrator stores the user's turn before building the prompt: read one more and
+        # leave out the questions after her last reply (that turn, which is the prompt's
+        # user_input, and one the person is still going on with, not yet marked superseded).
+        tail = await asyncio.to_thread(read_turns, self._store, n + 1)
+        while tail and tail[-1].role is ChatRole.USER:
             tail = tail[:-1]
         left = None
         if self.max_tokens is not None:

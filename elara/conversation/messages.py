@@ -57,3 +57,6 @@ class PromptReady:
 
     text: str
     source: str = "text"
+    #: the person went on with the question stored last (their reply was dropped): this text is
+    #: the whole of it, and that record is marked superseded once this one is stored
+    continues: bool = False

@@ -16,6 +16,9 @@ FACT = "fact"
 EMBEDDING = "embedding"
 TOOL_CALL = "tool_call"
 TOOL_RESULT = "tool_result"
+#: a user record's metadata key, "true" when the person went on with the question and a later
+#: record holds the whole of it: kept on disk, left out of context and memory
+SUPERSEDED = "superseded"
 
 #: The line the system prompt puts before the remembered facts (memory writes it, telemetry finds it).
 FACTS_HEADING = "What you know about the user:"
@@ -42,3 +45,8 @@ def kind_of(message: ChatMessage) -> str | None:
     if message.role is not ChatRole.SYSTEM:
         return None
     return message.metadata.get(KIND)
+
+
+def superseded(message: ChatMessage) -> bool:
+    """Is this a question the person went on with, stored again whole in a later record?"""
+    return message.metadata.get(SUPERSEDED) == "true"

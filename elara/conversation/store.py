@@ -9,8 +9,8 @@ import os
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -161,6 +161,31 @@ class ConversationStore:
                 raise _write_error(self._root, exc) from exc
             log.debug("appended %s", final.name)
             return final
+
+    def annotate(self, path: Path, metadata: Mapping[str, str]) -> None:
+        """Add `metadata` to the message stored at `path`, keeping its place in the history: the
+        file is replaced whole, so a crash leaves it as it was or as annotated, never half."""
+        path = Path(path)
+        if path.parent != self._root or not NAME_PATTERN.fullmatch(path.name):
+            raise ValueError(f"{path} is not a message file of {self._root}")
+        with self._lock:
+            message = self._load(path.name)
+            if message is None:
+                raise StoreError(f"cannot annotate {path}: it is gone or unreadable; fix: nothing "
+                                 "to do if the history was purged meanwhile, else run `elara history verify`")
+            annotated = replace(message, metadata={**message.metadata, **metadata})
+            try:
+                temp = write_temp(self._root, TEMP_PREFIX, seal(self._key, encode_message(annotated)))
+            except OSError as exc:
+                raise _write_error(Path(exc.filename or self._root / f"{TEMP_PREFIX}…"), exc) from exc
+            try:
+                os.replace(temp, path)
+                fsync_dir(self._root)
+            except OSError as exc:
+                remove_quietly(temp)
+                raise _write_error(path, exc) from exc
+            self._signature = self._dir_signature()
+        log.debug("annotated %s", path.name)
 
     def read_tail(self, n: int, roles: Collection[ChatRole] | None = None) -> list[ChatMessage]:
         """The last n readable messages (of `roles` only, when given), oldest first; unreadable

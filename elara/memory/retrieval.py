@@ -24,8 +24,9 @@ from typing import Protocol
 
 import numpy as np
 
-from elara.conversation.context import TURN_ROLES
+from elara.conversation.context import TURN_ROLES, read_turns
 from elara.conversation.messages import ChatMessage, ChatRole
+from elara.conversation.records import superseded
 from elara.conversation.store import StoredMessage
 from elara.errors import LanguageModelError
 from elara.memory.records import EMBEDDING, KIND, OF, key_of, kind_of, memory_record
@@ -190,7 +191,8 @@ class EmbeddingIndex:
         for stored in self._store.iter_messages():
             message = stored.message
             if message.role in TURN_ROLES:
-                turns[key_of(message)] = message
+                if not superseded(message):
+                    turns[key_of(message)] = message
                 continue
             if kind_of(message) != EMBEDDING:
                 continue
@@ -223,7 +225,8 @@ class EmbeddingIndex:
         wanted: dict[str, ChatMessage] = {}
         for turn in turns:
             key = key_of(turn)
-            if turn.role in TURN_ROLES and turn.content.strip() and key not in self._entries:
+            if (turn.role in TURN_ROLES and turn.content.strip() and key not in self._entries
+                    and not superseded(turn)):
                 wanted[key] = turn
         items = list(wanted.items())
         added = 0
@@ -335,7 +338,7 @@ class RetrievalContextProvider:
             return []
         # Last-N reads n + 1 turns (the current user turn may already be stored): those are
         # in the prompt anyway, so repeating them would only spend tokens.
-        recent = await asyncio.to_thread(self._store.read_tail, max(n, 0) + 1, TURN_ROLES)
+        recent = await asyncio.to_thread(read_turns, self._store, max(n, 0) + 1)
         exclude = {key_of(message) for message in recent}
         hits = await self._index.search(current_prompt, self._top_k, self._min_score, exclude)
         hits.sort(key=lambda hit: hit[1].timestamp_utc)

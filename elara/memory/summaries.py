@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from elara.conversation.context import TURN_ROLES, estimate_tokens
+from elara.conversation.context import estimate_tokens, read_turns
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.store import ConversationStore
 from elara.errors import LanguageModelError
@@ -154,7 +154,7 @@ class SummaryBook:
     def uncovered_turns(self, limit: int = 500) -> list[ChatMessage]:
         """User and assistant turns after the latest summary, oldest first (of the newest `limit`)."""
         self._ensure_loaded()
-        turns = self._store.read_tail(limit, TURN_ROLES)
+        turns = read_turns(self._store, limit)
         latest = self._latest
         if latest is None:
             return turns

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from elara.conversation.context import TURN_ROLES
+from elara.conversation.context import read_turns
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.conversation.render import stamp
 from elara.errors import StoreError, ToolRefused
@@ -183,7 +183,7 @@ class BuiltinTools:
         words = [w for w in i.words(str(arguments["query"])) if len(w) > 2 or w.isdigit()]
         if not words:
             raise ToolRefused("give some words to search for")
-        turns = await asyncio.to_thread(self.history.read_tail, 10**9, TURN_ROLES)
+        turns = await asyncio.to_thread(read_turns, self.history, 10**9)
         day = None
         if arguments.get("days_ago") is not None:
             day = (self.commands.local_now() - timedelta(days=int(arguments["days_ago"]))).date()

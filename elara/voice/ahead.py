@@ -28,7 +28,8 @@ class HeldReply:
 
     text: str
     started: float
-    commit: asyncio.Event  # set: the turn is the person's, store it
+    ended: asyncio.Event  # set: the turn is judged over, store the person's words
+    commit: asyncio.Event  # set: the person can no longer go on, keep the reply
     holding: asyncio.Event  # set once the speech sink holds this reply's audio
     task: asyncio.Task[TurnResult]
 
@@ -49,7 +50,8 @@ class ReplyAhead:
         """Drop any reply held, and start one for `text`, held unheard."""
         text = text.strip()
         self.drop("a newer transcript", parts)
-        commit, holding = asyncio.Event(), asyncio.Event()
+        ended, commit, holding = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        prompt = PromptReady(text, source="voice", continues=parts.dialogue.continues)
         previous = self.dropping
 
         async def answer() -> TurnResult:
@@ -58,12 +60,12 @@ class ReplyAhead:
             if not commit.is_set():  # the turn may have been confirmed while the drop finished
                 parts.speech.hold()
             holding.set()
-            return await parts.orchestrator.on_prompt_ready(PromptReady(text, source="voice"), commit=commit)
+            return await parts.orchestrator.on_prompt_ready(prompt, commit=commit, ended=ended)
 
         log.debug("answering ahead: %s", text)
         started = self._clock()
         self._record(Prompt(at=started))
-        self.held = HeldReply(text=text, started=started, commit=commit, holding=holding,
+        self.held = HeldReply(text=text, started=started, ended=ended, commit=commit, holding=holding,
                               task=asyncio.create_task(answer(), name="reply-ahead"))
         return self.held
 

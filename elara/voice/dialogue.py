@@ -319,6 +319,7 @@ class Dialogue:
         self._intents: list[Any] = []
         self._ignored = 0
         self._turn = 0
+        self._continues = False
         self._follow_up_deadline: float | None = None
         self._model = _Model()
         self._machine = Machine(
@@ -403,6 +404,12 @@ class Dialogue:
     def turn(self) -> int:
         """The current turn's number: 0 before the first; each `StartListening` begins a new one."""
         return self._turn
+
+    @property
+    def continues(self) -> bool:
+        """True while the words being captured go on a turn taken as over (`SpeechContinued`):
+        their `PromptReady` has `continues` set."""
+        return self._continues
 
     @property
     def ignored(self) -> int:
@@ -548,14 +555,17 @@ class Dialogue:
 
     def _start_listening(self, data: EventData) -> None:
         self._turn += 1
+        self._continues = False
         self._intents.append(StartListening(follow_up=False))
 
     def _resume_listening(self, data: EventData) -> None:
         self._turn += 1  # the dropped reply's late results are stale
+        self._continues = True
         self._intents.append(StartListening(resumed=True))
 
     def _open_follow_up(self, data: EventData) -> None:
         self._turn += 1
+        self._continues = False
         self._follow_up_deadline = self._event(data).time + (self.follow_up_seconds or ANSWER_WINDOW_SECONDS)
         self._intents.append(StartListening(follow_up=True))
 
@@ -566,7 +576,8 @@ class Dialogue:
         self._intents += [StopListening(), Transcribe()]
 
     def _prompt_ready(self, data: EventData) -> None:
-        self._intents.append(PromptReady(text=self._event(data).text.strip(), source="voice"))
+        self._intents.append(PromptReady(text=self._event(data).text.strip(), source="voice",
+                                         continues=self._continues))
 
     def _abort(self, data: EventData) -> None:
         """Undo whatever the state being left has running."""

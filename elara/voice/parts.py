@@ -66,10 +66,11 @@ class FrameSource(Protocol):
 class Replier(Protocol):
     """Answers the user's words (the orchestrator)."""
 
-    async def on_prompt_ready(self, event: PromptReady, *,
-                              commit: asyncio.Event | None = None) -> TurnResult:
-        """Run one turn; with `commit`, store nothing until it is set. Never raises for store,
-        context or model failures."""
+    async def on_prompt_ready(self, event: PromptReady, *, commit: asyncio.Event | None = None,
+                              ended: asyncio.Event | None = None) -> TurnResult:
+        """Run one turn; with `commit`, store the words once `ended` is set (the turn judged
+        over) and keep the reply once `commit` is. Never raises for store, context or model
+        failures."""
 
     def prepare(self) -> None:
         """Have the model read the next turn's prompt up to its question, where it can."""

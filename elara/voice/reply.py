@@ -31,10 +31,12 @@ class ReplySpeaker:
         """Answer `prompt` aloud and wait until the reply is heard; its moments go to `record`."""
         speech, started = parts.speech, self._clock()
         held = self._ahead.adopt(prompt.text, parts)
+        ended = held.ended if held is not None else asyncio.Event()
         commit = held.commit if held is not None else asyncio.Event()
+        ended.set()  # the words are stored now: the person going on drops only the reply
         try:
             if held is not None:
-                # The reply started ahead answers exactly these words: store them, let it play.
+                # The reply started ahead answers exactly these words: let it play.
                 started = held.started
                 self._going_on.commit_when_sure(commit, record)
                 speech.release()
@@ -43,7 +45,7 @@ class ReplySpeaker:
                 await self._ahead.drops_done()
                 record.add(Prompt(at=started))
                 self._going_on.commit_when_sure(commit, record)
-                result = await parts.orchestrator.on_prompt_ready(prompt, commit=commit)
+                result = await parts.orchestrator.on_prompt_ready(prompt, commit=commit, ended=ended)
             await speech.finish()
         except asyncio.CancelledError:
             record.add(Dropped(at=self._clock(), why="the reply was cut off"))
