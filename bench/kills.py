@@ -1,14 +1,15 @@
 """kill -9 at random moments around the end of a spoken question: nothing stored is ever lost.
 
 Each round starts `elara run` on the virtual sound card over the same store, plays "Hey Jarvis.
-<question>" in one of the bench voices, and kills the daemon with SIGKILL at a random moment from
-1 s before the person stops speaking to 4 s after: in the going-on window (`Listening.GoOnMs`
-after the end of speech), while the model streams its reply slowly, and while she speaks it.
-After each kill:
+<question>" in one of the bench voices (half of them with a thinking pause long enough to be
+taken for the end, so the person goes on and the whole question supersedes the first), and kills
+the daemon with SIGKILL at a random moment from 2.5 s before the person stops speaking to 4 s
+after: in the going-on window (`Listening.GoOnMs` after the end of speech, or after the pause),
+while the model streams its reply slowly, and while she speaks it. After each kill:
 
 - every message file decrypts with the independent reader (tests/spec_reader.py): no half file;
-- a question the daemon had logged as stored is in the store (no question missing), as a user
-  record, and only the question the person went on with is ever marked superseded;
+- a question the daemon had logged as stored is in the store (no question missing), and a question
+  marked superseded always has the whole question stored after it;
 - the next round's daemon starts on the store (it refuses nothing).
 
 A question killed before the pause was judged over and transcribed is not yet a question; the
@@ -28,7 +29,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import LISTENING, QUESTIONS, VOICES, keep_clips, log, table, voiced_bounds, woken_question
+from bench.common import (
+    LISTENING,
+    PAUSES_MS,
+    QUESTIONS,
+    VOICES,
+    keep_clips,
+    log,
+    table,
+    voiced_bounds,
+    woken_question,
+)
 from elara.conversation.records import superseded
 from elara.conversation.store import NAME_PATTERN, decode_message
 from tests.rig import voice_clips
@@ -40,6 +51,11 @@ from tests.spec_reader import independent_open
 PASSPHRASE = "end-to-end key"  # what daemon_env sets
 STORED = "stored the person's question"
 REPLY = "Here is an answer that takes a while. " * 6
+
+
+def orphans(users: list[tuple[str, bool]]) -> int:
+    """Superseded questions with no question stored after them (words lost from the context)."""
+    return sum(1 for i, (_, gone_on) in enumerate(users) if gone_on and i == len(users) - 1)
 
 
 def store_state(root: Path) -> tuple[list[tuple[str, bool]], list[str]]:
@@ -80,14 +96,15 @@ def one_kill(env: dict[str, str], card: VirtualSoundCard, clip: Path, speech_end
     new = after[len(before):]
     return {"at": at, "logged": logged, "new": len(new), "broken": broken,
             "superseded": sum(1 for _, s in after if s) - sum(1 for _, s in before if s),
-            "lost": logged > len(new)}
+            "went_on": daemon.count("the person went on"),
+            "lost": logged > len(new) or orphans(after) > 0}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kills", type=int, default=100)
     parser.add_argument("--seed", type=int, default=44)
-    parser.add_argument("--before", type=float, default=1.0, help="earliest kill, seconds before the end of speech")
+    parser.add_argument("--before", type=float, default=2.5, help="earliest kill, seconds before the end of speech")
     parser.add_argument("--after", type=float, default=4.0, help="latest kill, seconds after the end of speech")
     args = parser.parse_args()
     keep_clips()
@@ -101,9 +118,10 @@ def main() -> int:
         env = daemon_env(card.env, server.url, tmp, Listening__Mode="wake_word",
                          Listening__GoOnMs=str(int(go_on * 1000)))
         clips = []
-        for i in range(len(VOICES) * 2):
+        for i in range(len(VOICES) * 4):
             first, rest = QUESTIONS[i % len(QUESTIONS)]
-            samples = woken_question(VOICES[i % len(VOICES)], first, rest)
+            pause = PAUSES_MS[-1] if i % 2 else None
+            samples = woken_question(VOICES[i % len(VOICES)], first, rest, pause)
             path = voice_clips.write_wav(tmp / f"q{i}.wav", samples)
             clips.append((path, voiced_bounds(samples)[1]))
         for n in range(args.kills):
@@ -112,7 +130,8 @@ def main() -> int:
             result = one_kill(env, card, clip, speech_end, at, tmp / "store")
             results.append(result)
             log(f"kill {n + 1}/{args.kills} at {at:+.2f} s: question logged {result['logged']}, "
-                f"stored {result['new']}, broken {len(result['broken'])}"
+                f"stored {result['new']}, went on {result['went_on']}, superseded {result['superseded']}, "
+                f"broken {len(result['broken'])}"
                 + ("  LOST" if result["lost"] else ""))
             for line in result["broken"]:
                 log(f"  unreadable: {line}")
@@ -134,6 +153,7 @@ def report(results: list[dict], go_on: float) -> None:
         ["… after the question was logged as stored", count(lambda r: r["logged"])],
         ["questions lost (logged as stored, not in the store)", count(lambda r: r["lost"])],
         ["message files that do not decrypt", str(sum(len(r["broken"]) for r in results))],
+        ["… after the person went on", count(lambda r: r["went_on"])],
         ["questions marked superseded", str(sum(r["superseded"] for r in results))],
         ["in the window: question stored", str(sum(1 for r in in_window if r["new"]))],
         ["latest kill that left no question (s after the end of speech)",
