@@ -116,6 +116,7 @@ class _Streamed:
     first_token: float | None = None
     first_sentence: float | None = None
     spoken: int = 0
+    said: list[str] = field(default_factory=list)
     error: LanguageModelError | None = None
     prompt_tokens: PromptTokens | None = None
 
@@ -337,6 +338,7 @@ class Orchestrator:
             streamed.first_sentence = self._monotonic() - streamed.started
         await self.sink.say(sentence)
         streamed.spoken += 1
+        streamed.said.append(sentence)
 
     async def _finish(self, user: ChatMessage, stored_user: asyncio.Task[bool], streamed: _Streamed,
                       built: float | None, context_messages: int, turn: ToolTurn,
@@ -359,10 +361,13 @@ class Orchestrator:
         answer = None
         if error is None:
             log.debug("assistant said: %s", reply)
-            # Nothing half-written is stored: only a reply that streamed to its end gets here.
             answer = ChatMessage(ChatRole.ASSISTANT, self.redact(reply), self._clock(),
                                  self._meta({"model": self.llm.model}))
             assistant_stored = await self._append(answer)
+        elif streamed.said and user_stored:
+            # The stream broke mid-reply: what she said of it is kept, marked cut short as a
+            # barged reply is; the rest was never said and the apology is not the model's.
+            assistant_stored = await self._store_interrupted(" ".join(streamed.said))
         for observer in self.observers:
             observer.turn_finished(user, answer)
         timings = TurnTimings(prompt_built=built, first_token=streamed.first_token,
@@ -387,10 +392,14 @@ class Orchestrator:
             return
         if not await stored_user:  # the user's words go first
             return
-        log.info("reply interrupted: storing the %d words heard", len(heard.split()))
-        log.debug("assistant said (interrupted): %s", heard)
-        await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(heard), self._clock(),
-                                       self._meta({"model": self.llm.model, "interrupted": "true"})))
+        await self._store_interrupted(heard)
+
+    async def _store_interrupted(self, said: str) -> bool:
+        """Store the part of a reply that was said before it was cut short, marked interrupted."""
+        log.info("reply interrupted: storing the %d words said", len(said.split()))
+        log.debug("assistant said (interrupted): %s", said)
+        return await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(said), self._clock(),
+                                              self._meta({"model": self.llm.model, "interrupted": "true"})))
 
     async def _local(self, local: LocalReply, text: str, source: str, started: float,
                      commit: asyncio.Event | None) -> TurnResult:
