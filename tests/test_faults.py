@@ -9,15 +9,20 @@ import errno
 import logging
 import os
 import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
 
 from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.brain.orchestrator import Orchestrator
+from elara.config import load_settings
 from elara.conversation import store as store_module
 from elara.conversation.context import LastNContextProvider
-from elara.conversation.messages import ChatRole, PromptReady
+from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
+from elara.service import keys
 
 
 class ListSink:
@@ -123,3 +128,50 @@ def test_the_store_folder_on_a_file_system_gone_read_only(tmp_path, ollama_serve
         "system", "user", "assistant", "user"]  # the read-only turn still read its history
     assert [m.content for m in store.read_tail(10) if m.role is ChatRole.USER] == ["one", "three"]
     assert not [p for p in root.iterdir() if p.name.startswith(".tmp-")]  # nothing half-written
+
+
+# --- the key file removed while running ------------------------------------------------------------
+
+
+def test_the_key_file_removed_while_running_warns_once_and_the_key_is_kept(tmp_path, caplog):
+    """The daemon keeps the passphrase it loaded (the store goes on writing and reading); the
+    journal gets one warning naming the file and the fix, and a line when it is back."""
+    home = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    root = tmp_path / "Conversation"
+    key = keys.resolve(load_settings(env=home), home, generate_for=root)
+    store = ConversationStore(root, key.passphrase)
+    watch = keys.KeyFileWatch(key.source)
+    path = key.source.path
+    saved = path.read_bytes()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="elara.service.keys"):
+        assert watch.check()
+        path.unlink()
+        assert not watch.check() and not watch.check()
+        store.append(ChatMessage(ChatRole.USER, "still stored", datetime.now(UTC)))
+        path.write_bytes(saved)
+        assert watch.check()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == [
+        f"the history's key file {path} was removed: Elara keeps the key it loaded, but will not "
+        "start again without it; fix: put the file back from your copy now",
+        f"the history's key file {path} is back"]
+    assert [m.content for m in store.read_tail(5)] == ["still stored"]
+
+
+def test_without_its_key_file_the_daemon_refuses_to_start_with_the_fix(tmp_path):
+    """`elara run` after the generated key file is gone: exit 78 before anything loads, naming the
+    missing file and how to put it right (not only "wrong key")."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELARA") and k != "CREDENTIALS_DIRECTORY"}
+    env.update({"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+                "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_RUNTIME_DIR": str(tmp_path / "run")})
+    root = tmp_path / "cache" / "elara" / "Conversation"
+    key = keys.resolve(load_settings(env=env), env, generate_for=root)
+    ConversationStore(root, key.passphrase).append(ChatMessage(ChatRole.USER, "hello", datetime.now(UTC)))
+    key.source.path.unlink()
+    done = subprocess.run([sys.executable, "-m", "elara", "run"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 78, done.stderr
+    assert (f"elara: the history in {root} does not open with the default passphrase, and the "
+            f"generated key file {key.source.path} it was most likely written with is missing; fix: "
+            "put that file back from your copy") in done.stderr
+    assert not key.source.path.exists()  # no new key made over a history written with the old one
