@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +24,10 @@ from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
+from elara.memory.manager import Memory
+from elara.memory.records import EMBEDDING, OF, key_of, kind_of
 from elara.service import keys
+from elara.service.answering import make_monitor, make_orchestrator
 
 
 class ListSink:
@@ -175,3 +180,108 @@ def test_without_its_key_file_the_daemon_refuses_to_start_with_the_fix(tmp_path)
             f"generated key file {key.source.path} it was most likely written with is missing; fix: "
             "put that file back from your copy") in done.stderr
     assert not key.source.path.exists()  # no new key made over a history written with the old one
+
+
+# --- the disk full while memory jobs write -------------------------------------------------------
+
+
+def memory_model(endpoint, body):
+    """Fact extraction (JSON), summaries, and plain replies, as test_memory's stand-in does."""
+    messages = body.get("messages", [])
+    if body.get("format") is not None:
+        found = re.search(r"my name is (\w+)", messages[-1]["content"], re.I)
+        return json.dumps({"facts": [f"The user's name is {found.group(1)}."] if found else []})
+    if "summar" in messages[0]["content"].lower():
+        return "The user talked about several topics."
+    return f"Here is a fairly complete answer about {messages[-1]['content']} with some more words."
+
+
+class FullDisk:
+    """The store's writes fail with ENOSPC once `room` more have gone through (None: never), as on
+    a filling file system: the temporary file cannot be written, so nothing is put in place."""
+
+    def __init__(self, monkeypatch):
+        self.room: int | None = None
+        self.refused = 0
+        write_temp = store_module.write_temp
+
+        def write(directory, prefix, data):
+            if self.room is not None:
+                if self.room <= 0:
+                    self.refused += 1
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory / f"{prefix}x"))
+                self.room -= 1
+            return write_temp(directory, prefix, data)
+
+        monkeypatch.setattr(store_module, "write_temp", write)
+
+
+def embeddings_by_turn(store):
+    counts = {}
+    for stored in store.iter_messages([ChatRole.SYSTEM]):
+        if kind_of(stored.message) == EMBEDDING:
+            key = stored.message.metadata[OF]
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_the_disk_full_while_memory_jobs_write(tmp_path, ollama_server, monkeypatch, caplog):
+    """The disk fills while a turn's memory work (facts, one asked for, the embeddings, a summary)
+    writes, and stays full over more tries than a failing job gets: every question is answered;
+    no record is half-written or written twice; once space is back all that work is done after all,
+    without the person repeating anything."""
+    ollama_server.responder = memory_model
+    root = tmp_path / "Conversation"
+    settings = load_settings(env={
+        "ELARA__Context__StorageRoot": str(root), "ELARA__Context__EncryptionKey": "k",
+        "ELARA__Context__MaxHistoryTokens": "60", "ELARA__Memory__Facts": "model",
+        "ELARA__Memory__Retrieval": "true", "ELARA__Memory__EmbeddingModel": "test-model",
+        "ELARA__LanguageModel__Host": ollama_server.url, "ELARA__LanguageModel__Model": "test-model"})
+    disk = FullDisk(monkeypatch)
+
+    async def scenario():
+        store = ConversationStore(root, "k")
+        llm = OllamaLanguageModel(make_client(ollama_server.url, 5.0), model="test-model",
+                                  host=ollama_server.url, keep_alive=None, options={}, timeout_seconds=5.0)
+        memory = Memory(settings, store, llm)
+        await memory.load()
+        worker = memory.worker
+        worker.retry_seconds = worker.store_retry_cap = 0.01  # the same retries, sooner
+        worker.start()
+        answering = make_orchestrator(settings, store, llm, ListSink(), memory, make_monitor(settings))
+        try:
+            worker.pause()  # she is speaking: the turns' work waits for a gap
+            before = [await answering.on_prompt_ready(PromptReady(text)) for text in (
+                "My name is Bob.", "Remember that my sister is called Ann.",
+                "Tell me about topic 1.", "Tell me about topic 2.")]
+            disk.room = 2  # Bob's fact and the first vector fit, then the disk is full
+            jobs = worker.pending
+            worker.resume()
+            # Full for more tries than a job that fails on its own gets, all of them together.
+            while worker.counters.errors.get("store", 0) <= worker.max_attempts * jobs:
+                await asyncio.sleep(0.01)
+            during = [await answering.on_prompt_ready(PromptReady(f"Tell me about topic {i}."))
+                      for i in (3, 4)]
+            disk.room = None
+            assert await worker.drain(10), "memory work did not finish once space was back"
+            return before, during, store, memory
+        finally:
+            await worker.stop()
+
+    with caplog.at_level(logging.INFO):
+        before, during, store, memory = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert all(r.ok and r.user_stored and r.assistant_stored for r in before)
+    assert all(r.ok and r.reply and not r.user_stored for r in during)  # answered on a full disk
+    assert [f.text for f in memory.facts.facts()] == [
+        "The user's name is Bob.", "The user's sister is called Ann."]
+    assert memory.summaries.latest is not None
+    turns = [key_of(m) for m in store.read_tail(100, [ChatRole.USER, ChatRole.ASSISTANT])]
+    assert len(turns) == 8
+    counts = embeddings_by_turn(store)
+    assert all(counts.get(key) == 1 for key in turns), counts  # each stored turn once
+    assert set(counts.values()) == {1}
+    assert store.verify().unreadable == ()
+    assert not [p for p in root.iterdir() if p.name.startswith(".tmp-")]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "elara.memory.worker"]
+    assert f"No space left on device; fix: free disk space and make {root} writable" in warnings[0]
+    assert warnings[-1] == "memory work goes on: the store takes writes again"
