@@ -11,9 +11,17 @@ import logging
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from wyoming.asr import Transcript
+from wyoming.audio import AudioStop
+from wyoming.event import read_event, write_event
 
 from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.brain.orchestrator import Orchestrator
@@ -24,10 +32,20 @@ from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
+from elara.errors import SpeechServiceError
 from elara.memory.manager import Memory
 from elara.memory.records import EMBEDDING, OF, key_of, kind_of
 from elara.service import keys
 from elara.service.answering import make_monitor, make_orchestrator
+from elara.settings import parse_engine
+from elara.voice.remote import (
+    MAX_RETRY_SECONDS,
+    FailoverTranscriber,
+    ServiceHealth,
+    WyomingTranscriber,
+)
+from elara.voice.stt import Transcript as SttTranscript
+from elara.voice.wyoming_client import WyomingClient
 
 
 class ListSink:
@@ -285,3 +303,148 @@ def test_the_disk_full_while_memory_jobs_write(tmp_path, ollama_server, monkeypa
     warnings = [r.getMessage() for r in caplog.records if r.name == "elara.memory.worker"]
     assert f"No space left on device; fix: free disk space and make {root} writable" in warnings[0]
     assert warnings[-1] == "memory work goes on: the store takes writes again"
+
+
+# --- a Wyoming service flapping ------------------------------------------------------------------
+
+
+class FlappingWhisper:
+    """A Wyoming speech-to-text service on loopback that the test turns `up` (it answers a
+    transcript), `down` (nothing listens: connections are refused) or `dying` (it takes the audio
+    and the connection breaks before it answers, as when the process is killed mid-request)."""
+
+    TEXT = "what time is it"
+
+    def __init__(self):
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self.uri = f"wyoming://127.0.0.1:{self.port}"
+        self.state = "down"
+        self.requests = 0
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+
+    def set(self, state):
+        if state == "down":
+            self._close()
+        elif self._listener is None:
+            self._listen()
+        self.state = state
+
+    def _listen(self):
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        self._listener = listener
+        self._thread = threading.Thread(target=self._serve, args=(listener,), daemon=True)
+        self._thread.start()
+
+    def _close(self):
+        if self._listener is not None:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (a close alone does not)
+            self._listener.close()
+            self._thread.join(timeout=5)
+            self._listener = self._thread = None
+
+    def _serve(self, listener):
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # closed: down
+            with connection, connection.makefile("rwb") as stream:
+                connection.settimeout(5)
+                while (event := read_event(stream)) is not None and not AudioStop.is_type(event.type):
+                    pass
+                self.requests += 1
+                if self.state == "up":
+                    write_event(Transcript(text=self.TEXT).event(), stream)
+                    stream.flush()
+                # dying: the connection closes with no answer
+
+    def stop(self):
+        self._close()
+
+
+class LocalWhisper:
+    """The local engine standing by (what it hears is not the point here)."""
+
+    TEXT = "what time is it (local)"
+    load_seconds = 0.0
+
+    def __init__(self):
+        self.calls = 0
+
+    def transcribe(self, samples):
+        self.calls += 1
+        return SttTranscript(text=self.TEXT, no_speech_prob=0.0, avg_logprob=0.0,
+                             audio_seconds=len(samples) / 16_000, seconds=0.0)
+
+
+#: The service's state at each question, asked every 3 s: it restarts every few seconds, now and
+#: then while it is working on a question.
+FLAPS = ["up", "down", "up", "dying", "down", "up", "up", "down", "down", "dying", "up", "down", "up",
+         "up", "up"]
+
+
+@pytest.fixture
+def flapping():
+    service = FlappingWhisper()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def flapping_transcriber(service, local, now):
+    client = WyomingClient(parse_engine(service.uri), "speech-to-text", timeout=5.0,
+                           setting="SpeechToText.Engine")
+    return FailoverTranscriber(WyomingTranscriber(client), local, ServiceHealth(monotonic=lambda: now[0]),
+                               engine=service.uri, service="speech-to-text")
+
+
+def test_a_flapping_speech_service_with_the_local_engine_loses_no_turn(flapping):
+    """Every question is heard: by the service while it answers, else by the local Whisper at
+    once; after failures in a row the service is left alone for a wait that doubles but stays
+    under a minute, then tried again, and used once it answers."""
+    now = [0.0]
+    local = LocalWhisper()
+    engine = flapping_transcriber(flapping, local, now)
+    heard, delays = [], []
+    for state in FLAPS:
+        flapping.set(state)
+        heard.append(engine.transcribe(np.zeros(8_000, dtype=np.int16)).text)
+        retry = engine.status()["retry_in_seconds"]
+        delays.append(retry)
+        now[0] += 3.0
+    assert all(text in (FlappingWhisper.TEXT, LocalWhisper.TEXT) for text in heard)  # none lost
+    assert [text == FlappingWhisper.TEXT for text in heard][:3] == [True, False, True]
+    assert max(d for d in delays if d is not None) <= MAX_RETRY_SECONDS
+    assert local.calls == sum(text == LocalWhisper.TEXT for text in heard)
+    # The service answers every question asked while it is up and its wait is over, and only those.
+    due = [True] + [before is None or before <= 3.0 for before in delays[:-1]]
+    assert [text == FlappingWhisper.TEXT for text in heard] == [
+        state == "up" and tried for state, tried in zip(FLAPS, due)]
+    assert heard[-1] == FlappingWhisper.TEXT  # and it is back in use at the end
+
+
+def test_a_flapping_speech_service_without_the_local_engine(flapping):
+    """With FallbackToLocal false: a question asked while the service is down or dying gets the
+    spoken apology (there is nobody else to hear it); every question asked while it is up is
+    answered, even one right after a failure, inside the backoff."""
+    now = [0.0]
+    engine = flapping_transcriber(flapping, None, now)
+    outcomes = []
+    for state in FLAPS:
+        flapping.set(state)
+        try:
+            outcomes.append(engine.transcribe(np.zeros(8_000, dtype=np.int16)).text)
+        except SpeechServiceError as exc:
+            assert exc.apology in ("I can't reach the speech service right now.",
+                                   "I lost the connection to the speech service.")
+            outcomes.append(None)
+        now[0] += 0.5  # asked again soon after: inside the backoff
+    assert [text is not None for text in outcomes] == [state == "up" for state in FLAPS]
