@@ -23,6 +23,8 @@ from wyoming.asr import Transcript
 from wyoming.audio import AudioStop
 from wyoming.event import read_event, write_event
 
+from elara.audio.frames import AudioClip
+from elara.audio.playback import Speaker
 from elara.brain.ollama import OllamaLanguageModel, make_client
 from elara.brain.orchestrator import Orchestrator
 from elara.config import load_settings
@@ -32,7 +34,7 @@ from elara.conversation.messages import ChatMessage, ChatRole, PromptReady
 from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder
 from elara.conversation.render import OllamaChatRenderer
 from elara.conversation.store import ConversationStore
-from elara.errors import SpeechServiceError
+from elara.errors import AudioDeviceError, SpeechServiceError
 from elara.memory.manager import Memory
 from elara.memory.records import EMBEDDING, OF, key_of, kind_of
 from elara.service import keys
@@ -44,8 +46,11 @@ from elara.voice.remote import (
     ServiceHealth,
     WyomingTranscriber,
 )
+from elara.voice.speech import SpeechSink
 from elara.voice.stt import Transcript as SttTranscript
 from elara.voice.wyoming_client import WyomingClient
+from tests.rig.ollama_server import last_user_text
+from tests.rig.pulse import VirtualSoundCard, find_exact, match_report
 
 
 class ListSink:
@@ -448,3 +453,84 @@ def test_a_flapping_speech_service_without_the_local_engine(flapping):
             outcomes.append(None)
         now[0] += 0.5  # asked again soon after: inside the backoff
     assert [text is not None for text in outcomes] == [state == "up" for state in FLAPS]
+
+
+# --- the output device removed mid-reply, and back -----------------------------------------------
+
+
+class NoiseVoice:
+    """A voice that says each sentence as 0.6 s of noise of its own (what is heard can be found)."""
+
+    sample_rate = 16_000
+
+    def synthesize(self, text):
+        rng = np.random.default_rng(abs(hash(text)) % 2**32)
+        samples = np.clip(rng.standard_normal(9_600) * 3000, -32768, 32767).astype(np.int16)
+        return AudioClip(samples, self.sample_rate)
+
+
+def unplug_speaker(card):
+    """The speaker goes, and nothing is left to move her stream to (the card's other sink, the
+    microphone's, goes too): the sound server ends the stream, as when a lone USB speaker is
+    pulled out."""
+    modules = card.pactl("list", "short", "modules").splitlines()
+    for kind in ("module-remap-source", "module-null-sink"):
+        for line in modules:
+            if kind in line:
+                card.pactl("unload-module", line.split()[0])
+
+
+def plug_speaker_back(card):
+    card.pactl("load-module", "module-null-sink", f"sink_name={card.speaker_sink}", "rate=16000",
+               "channels=1", "format=s16le", "norewinds=1")
+    card.pactl("set-default-sink", card.speaker_sink)
+
+
+def test_the_speaker_removed_mid_reply_and_back(sound_card, ollama_server, tmp_path, monkeypatch, caplog):
+    """The person hears the first sentence, then silence: the reply is dropped (not left to hang),
+    the history keeps what was heard marked interrupted, not the unheard rest; with the speaker
+    back the next reply plays."""
+    card = VirtualSoundCard().start()  # its own card: this one loses its devices
+    try:
+        for name, value in card.env.items():
+            monkeypatch.setenv(name, value)  # PortAudio's ALSA `pulse` device connects at open
+        ollama_server.responder = lambda endpoint, body: (
+            "Once upon a time. There was a fox. It ran far away." if "story" in last_user_text(endpoint, body)
+            else "Yes, I am back.")
+        root = tmp_path / "Conversation"
+
+        async def scenario():
+            store = ConversationStore(root, "k")
+            speaker = Speaker(None)
+            sink = SpeechSink(NoiseVoice(), speaker)
+            answering = orchestrator(store, ollama_server.url, sink)
+            story = asyncio.create_task(answering.on_prompt_ready(PromptReady("Tell me a story.")))
+            async with asyncio.timeout(10):
+                while not sink.heard_text().startswith("Once upon a time."):
+                    await asyncio.sleep(0.01)
+            await asyncio.to_thread(unplug_speaker, card)
+            cut = await asyncio.wait_for(story, 10)
+            failure = sink.failure
+            await asyncio.to_thread(plug_speaker_back, card)
+            recording = await asyncio.to_thread(card.record_speaker)
+            back = await asyncio.wait_for(answering.on_prompt_ready(PromptReady("Are you there?")), 10)
+            await speaker.close()
+            return store, cut, failure, back, await asyncio.to_thread(recording.samples)
+
+        with caplog.at_level(logging.WARNING):
+            store, cut, failure, back, recorded = asyncio.run(scenario())
+    finally:
+        card.stop()
+    assert isinstance(failure, AudioDeviceError) and "Audio.OutputDevice" in str(failure)
+    assert cut.user_stored and cut.assistant_stored
+    assert back.ok and back.assistant_stored
+    stored = [(m.role, m.content, dict(m.metadata).get("interrupted")) for m in store.read_tail(10)]
+    assert stored[0] == (ChatRole.USER, "Tell me a story.", None)
+    role, heard, interrupted = stored[1]
+    assert role is ChatRole.ASSISTANT and interrupted == "true"
+    assert heard.startswith("Once upon a time.") and "far away" not in heard
+    assert stored[2:] == [(ChatRole.USER, "Are you there?", None),
+                          (ChatRole.ASSISTANT, "Yes, I am back.", None)]
+    said = NoiseVoice().synthesize("Yes, I am back.").samples
+    assert find_exact(recorded, said) is not None, match_report(recorded, said)
+    assert "stopped unexpectedly" in caplog.text

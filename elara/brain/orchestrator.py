@@ -44,6 +44,14 @@ class HeardSink(Protocol):
         """Return once everything said has been heard."""
 
 
+@runtime_checkable
+class CutShortSink(Protocol):
+    """A heard sink that says when a reply's audio stopped short on its own (the speaker failed)."""
+
+    def cut_short(self) -> str | None:
+        """What was heard of the last reply if its audio stopped short, else None."""
+
+
 class LanguageModel(Protocol):
     """Streams the reply to a rendered request as text fragments."""
 
@@ -348,6 +356,7 @@ class Orchestrator:
         if isinstance(self.sink, HeardSink):
             # The reply is stored once heard: cut short before that, only what was heard is kept.
             await self.sink.finish()
+        cut = self.sink.cut_short() if isinstance(self.sink, CutShortSink) else None
         if turn.asked and self.acting is not None:
             # The window for the yes starts once the question is heard; after a failure (an
             # apology, not the question) nothing waits for one.
@@ -359,15 +368,17 @@ class Orchestrator:
         await records.written()  # then what the tools did
         assistant_stored = False
         answer = None
-        if error is None:
+        if error is None and cut is None:
             log.debug("assistant said: %s", reply)
             answer = ChatMessage(ChatRole.ASSISTANT, self.redact(reply), self._clock(),
                                  self._meta({"model": self.llm.model}))
             assistant_stored = await self._append(answer)
-        elif streamed.said and user_stored:
-            # The stream broke mid-reply: what she said of it is kept, marked cut short as a
-            # barged reply is; the rest was never said and the apology is not the model's.
-            assistant_stored = await self._store_interrupted(" ".join(streamed.said))
+        else:
+            # Cut short — the speaker failed, or the stream broke — what was said of it is kept,
+            # marked as a barged reply is; the rest was never heard, and an apology is not the model's.
+            said = cut if cut is not None else " ".join(streamed.said)
+            if said and user_stored:
+                assistant_stored = await self._store_interrupted(said)
         for observer in self.observers:
             observer.turn_finished(user, answer)
         timings = TurnTimings(prompt_built=built, first_token=streamed.first_token,
