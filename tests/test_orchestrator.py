@@ -148,7 +148,34 @@ def test_model_not_pulled(tmp_path, ollama_server):
     assert sink.sentences == ["The language model isn't installed yet."]
 
 
-def test_an_error_mid_stream_stores_no_half_reply(tmp_path, ollama_server):
+@pytest.mark.parametrize("fault", ["error_mid_stream", "drop"])
+def test_a_stream_cut_mid_reply_keeps_what_was_said_marked_interrupted(tmp_path, ollama_server, fault):
+    """The person hears the first sentence, then a short apology; the history keeps that sentence,
+    marked cut short as a barged reply is, never the unsaid rest; the next turn answers."""
+    ollama_server.responder = lambda endpoint, body: "First sentence here. Second one is long " * 3
+    ollama_server.fault = fault
+    ollama_server.fault_after = 5  # "First sentence here." and two words of the next one
+    store = ConversationStore(tmp_path, "k")
+    sink = ListSink()
+    orchestrator, _ = make(store, ollama_server.url, sink)
+    result = turn(orchestrator, "tell me")
+    assert result.error.code == ("model_error" if fault == "error_mid_stream" else "connection_lost")
+    assert result.reply == "" and result.assistant_stored
+    assert sink.sentences == ["First sentence here.", result.error.apology]
+    stored = store.read_tail(10)
+    assert [(m.role, m.content, m.metadata) for m in stored] == [
+        (ChatRole.USER, "tell me", {"source": "text"}),
+        (ChatRole.ASSISTANT, "First sentence here.", {"model": "test-model", "interrupted": "true"})]
+
+    ollama_server.fault = "none"
+    assert turn(orchestrator, "again").ok
+    # The model reads the cut reply as said, in its place.
+    assert [m["role"] for m in chat_bodies(ollama_server)[-1]["messages"]] == [
+        "system", "user", "assistant", "user"]
+
+
+def test_a_stream_cut_before_a_sentence_stores_no_reply(tmp_path, ollama_server):
+    """Nothing was said before the cut: only the apology is heard, and only the question kept."""
     ollama_server.responder = lambda endpoint, body: "First sentence here. Second one is long " * 3
     ollama_server.fault = "error_mid_stream"
     store = ConversationStore(tmp_path, "k")
@@ -156,11 +183,8 @@ def test_an_error_mid_stream_stores_no_half_reply(tmp_path, ollama_server):
     orchestrator, _ = make(store, ollama_server.url, sink)
     result = turn(orchestrator, "tell me")
     assert result.error.code == "model_error" and not result.assistant_stored
-    assert sink.sentences[-1] == "The language model ran into a problem."
+    assert sink.sentences == ["The language model ran into a problem."]
     assert [m.role for m in store.read_tail(10)] == [ChatRole.USER]
-
-    ollama_server.fault = "none"
-    assert turn(orchestrator, "again").ok
 
 
 def test_a_dropped_connection_and_a_hang(tmp_path, ollama_server):

@@ -154,15 +154,31 @@ def test_a_service_that_is_down_fails_fast_and_the_local_engine_answers(transcri
     assert engine.health.failures == 2 and engine.health.fallbacks == 3
 
 
-def test_without_a_local_engine_the_failure_is_raised_at_once_while_down():
+def test_without_a_local_engine_a_refusing_service_is_tried_each_time_and_a_silent_one_not():
+    """A refused connection costs milliseconds and the service may be back: each question tries
+    it. A service that did not answer at all is not waited for again inside its backoff: the
+    call fails at once with the apology."""
     remote = WyomingSynthesizer(client(f"wyoming://127.0.0.1:{closed_port()}", "text-to-speech"))
     now = [0.0]
     engine = FailoverSynthesizer(remote, None, ServiceHealth(monotonic=lambda: now[0]),
                                  engine="wyoming://127.0.0.1:1", service="text-to-speech")
     with pytest.raises(SpeechServiceError, match="unreachable"):
         engine.synthesize("Hello.")
-    with pytest.raises(SpeechServiceError) as raised:
-        engine.synthesize("Hello.")  # not tried: known down
+    with pytest.raises(SpeechServiceError, match="unreachable"):
+        engine.synthesize("Hello.")  # tried again inside the backoff
+    assert engine.health.failures == 2
+
+    silent = SilentService()
+    try:
+        remote = WyomingSynthesizer(client(silent.uri, "text-to-speech", timeout=0.5))
+        engine = FailoverSynthesizer(remote, None, ServiceHealth(monotonic=lambda: now[0]),
+                                     engine=silent.uri, service="text-to-speech")
+        with pytest.raises(SpeechServiceError, match="no answer within the timeout"):
+            engine.synthesize("Hello.")
+        with pytest.raises(SpeechServiceError) as raised:
+            engine.synthesize("Hello.")  # not tried: known not to answer (failures stays 1)
+    finally:
+        silent.close()
     assert raised.value.code == "unreachable" and "is down" in raised.value.message
     assert raised.value.apology == "I can't reach the speech service right now."
     assert engine.health.failures == 1

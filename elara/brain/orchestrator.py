@@ -45,6 +45,14 @@ class HeardSink(Protocol):
         """Return once everything said has been heard."""
 
 
+@runtime_checkable
+class CutShortSink(Protocol):
+    """A heard sink that says when a reply's audio stopped short on its own (the speaker failed)."""
+
+    def cut_short(self) -> str | None:
+        """What was heard of the last reply if its audio stopped short, else None."""
+
+
 class LanguageModel(Protocol):
     """Streams the reply to a rendered request as text fragments."""
 
@@ -120,6 +128,7 @@ class _Streamed:
     first_token: float | None = None
     first_sentence: float | None = None
     spoken: int = 0
+    said: list[str] = field(default_factory=list)
     error: LanguageModelError | None = None
     prompt_tokens: PromptTokens | None = None
 
@@ -343,6 +352,7 @@ class Orchestrator:
             streamed.first_sentence = self._monotonic() - streamed.started
         await self.sink.say(sentence)
         streamed.spoken += 1
+        streamed.said.append(sentence)
 
     async def _finish(self, user: ChatMessage, stored_user: asyncio.Task[bool], streamed: _Streamed,
                       built: float | None, context_messages: int, turn: ToolTurn,
@@ -352,6 +362,7 @@ class Orchestrator:
         if isinstance(self.sink, HeardSink):
             # The reply is stored once heard: cut short before that, only what was heard is kept.
             await self.sink.finish()
+        cut = self.sink.cut_short() if isinstance(self.sink, CutShortSink) else None
         if turn.asked and self.acting is not None:
             # The window for the yes starts once the question is heard; after a failure (an
             # apology, not the question) nothing waits for one.
@@ -364,12 +375,17 @@ class Orchestrator:
         await records.written()  # then what the tools did
         assistant_stored = False
         answer = None
-        if error is None:
+        if error is None and cut is None:
             log.debug("assistant said: %s", reply)
-            # Nothing half-written is stored: only a reply that streamed to its end gets here.
             answer = ChatMessage(ChatRole.ASSISTANT, self.redact(reply), self._clock(),
                                  self._meta({"model": self.llm.model}))
             assistant_stored = await self._append(answer)
+        else:
+            # Cut short — the speaker failed, or the stream broke — what was said of it is kept,
+            # marked as a barged reply is; the rest was never heard, and an apology is not the model's.
+            said = cut if cut is not None else " ".join(streamed.said)
+            if said and user_stored:
+                assistant_stored = await self._store_interrupted(said)
         for observer in self.observers:
             observer.turn_finished(user, answer)
         timings = TurnTimings(prompt_built=built, first_token=streamed.first_token,
@@ -394,10 +410,14 @@ class Orchestrator:
             return
         if not await asyncio.shield(stored_user):  # the user's words go first
             return
-        log.info("reply interrupted: storing the %d words heard", len(heard.split()))
-        log.debug("assistant said (interrupted): %s", heard)
-        await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(heard), self._clock(),
-                                       self._meta({"model": self.llm.model, "interrupted": "true"})))
+        await self._store_interrupted(heard)
+
+    async def _store_interrupted(self, said: str) -> bool:
+        """Store the part of a reply that was said before it was cut short, marked interrupted."""
+        log.info("reply interrupted: storing the %d words said", len(said.split()))
+        log.debug("assistant said (interrupted): %s", said)
+        return await self._append(ChatMessage(ChatRole.ASSISTANT, self.redact(said), self._clock(),
+                                              self._meta({"model": self.llm.model, "interrupted": "true"})))
 
     async def _local(self, local: LocalReply, text: str, event: PromptReady, started: float,
                      commit: asyncio.Event | None, ended: asyncio.Event | None) -> TurnResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import errno
 import json
 import logging
 import os
@@ -283,7 +284,7 @@ class ConversationStore:
         try:
             st = os.stat(self._root)
         except OSError as exc:
-            raise _read_error(self._root, exc) from exc
+            raise _folder_error(self._root, exc) from exc
         # Size as well as mtime: on some filesystems it changes with every entry even within one clock tick.
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
@@ -300,7 +301,7 @@ class ConversationStore:
                     elif entry.name.startswith(TEMP_PREFIX):
                         temps.append(entry)
         except OSError as exc:
-            raise _read_error(self._root, exc) from exc
+            raise _folder_error(self._root, exc) from exc
         return names, temps
 
     def _rebuild_index(self) -> list[os.DirEntry]:
@@ -463,10 +464,24 @@ def _make_private_dirs(root: Path) -> None:
 
 
 def _write_error(path: Path, exc: OSError) -> StoreError:
-    return StoreError(
-        f"cannot write conversation file {path}: {exc.strerror or exc}; "
-        f"fix: free disk space and make {path if path.is_dir() else path.parent} writable by this user"
-    )
+    folder = path if path.is_dir() else path.parent
+    if exc.errno == errno.ENOENT and not folder.exists():
+        return _folder_error(folder, exc)
+    if exc.errno == errno.EROFS:
+        fix = f"remount the file system holding {folder} read-write, or set Context.StorageRoot"
+    else:
+        fix = f"free disk space and make {folder} writable by this user"
+    return StoreError(f"cannot write conversation file {path}: {exc.strerror or exc}; fix: {fix}")
+
+
+def _folder_error(root: Path, exc: OSError) -> StoreError:
+    """The store's own folder cannot be read: gone (removed or moved while running), or not ours."""
+    if exc.errno == errno.ENOENT:
+        return StoreError(
+            f"conversation folder {root} is missing (removed or moved while Elara runs), so nothing "
+            "is stored or remembered; fix: put it back, or restart Elara to begin a new history there"
+        )
+    return _read_error(root, exc)
 
 
 def _read_error(path: Path, exc: OSError) -> StoreError:

@@ -254,13 +254,17 @@ class EmbeddingIndex:
                 done = [item for item in done if item[0] in self._unindexed]
             done = [item for item in done if item[0] not in self._entries]
             entries, unindexed = dict(self._entries), dict(self._unindexed)
-            for key, turn, vector in done:
-                self._store.append(memory_record(
-                    EMBEDDING, encode_vector(vector), self._clock(), model=self.model,
-                    **{OF: key, "role": turn.role.slug}))
-                entries[key] = _Entry(_unit(np.asarray(vector, dtype=_VECTOR_DTYPE)), turn)
-                unindexed.pop(key, None)
-            self._entries, self._unindexed = entries, unindexed
+            try:
+                for key, turn, vector in done:
+                    self._store.append(memory_record(
+                        EMBEDDING, encode_vector(vector), self._clock(), model=self.model,
+                        **{OF: key, "role": turn.role.slug}))
+                    entries[key] = _Entry(_unit(np.asarray(vector, dtype=_VECTOR_DTYPE)), turn)
+                    unindexed.pop(key, None)
+            finally:
+                # The vectors stored before a refused write (a full disk) are indexed: a retry
+                # must not store them twice.
+                self._entries, self._unindexed = entries, unindexed
         return len(done)
 
     async def search(self, query: str, top_k: int, min_score: float,

@@ -1,6 +1,8 @@
 """Memory work between turns: remembering and forgetting on request, extracting facts, embedding
 turns, summarizing. Nothing here delays a reply: work that needs the model waits until no turn is
-running, a turn that starts cancels the job in flight, and a failed job is retried later."""
+running, a turn that starts cancels the job in flight, and a failed job is retried later. A job the
+store refused (a full disk, its folder gone) is not the job's fault: it is kept, and all work waits,
+backing off, until the store takes a write again."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elara.conversation.messages import ChatMessage
-from elara.errors import ElaraError
+from elara.errors import ElaraError, StoreError
+from elara.service.backoff import Backoff
 
 log = logging.getLogger(__name__)
+
+#: The longest wait between tries while the store refuses writes.
+STORE_RETRY_CAP = 600.0
 
 Job = Callable[[], Coroutine[Any, Any, None]]
 
@@ -44,6 +50,9 @@ class MemoryWorker:
         self._jobs_after_turn = jobs_after_turn
         self.max_attempts = max_attempts
         self.retry_seconds = retry_seconds
+        #: the longest wait between tries while the store refuses writes
+        self.store_retry_cap = STORE_RETRY_CAP
+        self._store_backoff: Backoff | None = None  # while the store refuses writes
         self.counters = WorkerCounters()
         self._queue: list[_Queued] = []
         # Jobs run only while no turn is in the orchestrator and nobody (the voice loop, while
@@ -136,17 +145,26 @@ class MemoryWorker:
                 await self._wakeup.wait()
                 continue
             await self._idle.wait()  # never compete with a turn for the model
+            wait = self._store_backoff.remaining() if self._store_backoff is not None else None
+            if wait:
+                await asyncio.sleep(wait)
+                continue
             job = self._queue.pop(0)
             self._current_job = job
             self._current = asyncio.create_task(job.run(), name=f"memory-{job.name}")
             try:
                 await self._current
                 self.counters.done += 1
+                if self._store_backoff is not None:
+                    log.info("memory work goes on: the store takes writes again")
+                    self._store_backoff = None
             except asyncio.CancelledError:
                 if self._runner is not None and self._runner.cancelling():
                     raise
                 self.counters.interrupted += 1
                 self._queue.insert(0, job)  # a turn took the model: do it again afterwards
+            except StoreError as exc:
+                self._store_refused(job, exc)
             except ElaraError as exc:
                 self._failed(job, exc.code, str(exc))
             except Exception as exc:  # a broken summary or fact must not end the worker
@@ -168,6 +186,18 @@ class MemoryWorker:
         else:
             log.warning("memory job %s failed %d times, giving up until the next turn: %s",
                         job.name, job.attempts, message)
+
+    def _store_refused(self, job: _Queued, exc: StoreError) -> None:
+        """Kept first in line, its attempts not counted: it runs once the store takes writes."""
+        self.counters.failed += 1
+        self.counters.errors[exc.code] = self.counters.errors.get(exc.code, 0) + 1
+        if self._store_backoff is None:
+            self._store_backoff = Backoff(self.retry_seconds, max(self.retry_seconds, self.store_retry_cap),
+                                          clock=asyncio.get_running_loop().time)
+        delay = self._store_backoff.failed()
+        log.warning("memory job %s could not be stored, all memory work waits %.0f s and tries "
+                    "again: %s", job.name, delay, exc)
+        self._queue.insert(0, job)
 
     def _requeue(self, job: _Queued) -> None:
         self._queue.append(job)

@@ -18,6 +18,7 @@ from elara.conversation.prompts import ConfigSystemPrompt, PromptBuilder, System
 from elara.conversation.redaction import Redactor
 from elara.conversation.render import OllamaChatRenderer, PromptRenderer, TranscriptRenderer
 from elara.conversation.store import ConversationStore
+from elara.errors import WrongKeyError
 from elara.service import keys
 from elara.service.paths import default_store_root
 from elara.service.slices import LanguageModelSlice, MemorySlice
@@ -59,9 +60,20 @@ def open_store(settings: Settings, *, create_key: bool = True) -> ConversationSt
     With create_key (for commands that write), a store with no messages and no configured key
     gets a generated one (elara.service.keys); commands that only read pass False.
     """
+    return open_store_with_key(settings, create_key=create_key)[0]
+
+
+def open_store_with_key(settings: Settings, *,
+                        create_key: bool = True) -> tuple[ConversationStore, keys.Key]:
+    """`open_store`, and the key it opened with (the daemon watches the file it came from)."""
     root = store_root(settings)
     key = keys.resolve(settings, generate_for=root if create_key else None)
-    return ConversationStore(root, key.passphrase)
+    try:
+        return ConversationStore(root, key.passphrase), key
+    except WrongKeyError as exc:
+        if key.source.kind != keys.DEFAULT:
+            raise
+        raise keys.lost_key_error(root, exc) from None
 
 
 # ---------------------------------------------------------------------------------------------

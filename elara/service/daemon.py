@@ -18,7 +18,8 @@ from elara.brain.providers import AutoLanguageModel, Provider
 from elara.config import load_settings_with_sources
 from elara.conversation.prompts import utc_now
 from elara.errors import ElaraError
-from elara.service.answering import open_store
+from elara.service import keys
+from elara.service.answering import open_store_with_key
 from elara.service.build import Runtime, build, close_replaced
 from elara.service.logs import configure as configure_logging
 from elara.service.notify import SystemdNotifier
@@ -82,7 +83,8 @@ class Daemon:
 
     async def run(self) -> int:
         """Start everything, run until asked to stop, shut down cleanly; returns the exit status."""
-        store = open_store(self.settings)  # a wrong key stops start-up before anything loads
+        # A wrong or lost key stops start-up before anything loads.
+        store, key = open_store_with_key(self.settings)
         self.notifier.status("loading models")
         rt = self.runtime = await build(self.settings, store, clock=self.clock)
         shown = rt.models()
@@ -107,6 +109,7 @@ class Daemon:
         self._spawn(self._serve_reloads(), "reloads")
         self._spawn(Timekeeper(rt.timers, rt.alarms.due).run(), "timers")
         self._spawn(rt.model_watch.run(), "model-watch")
+        self._spawn(keys.KeyFileWatch(key.source).run(), "key-watch")
         if self.settings.announcements.startup:
             rt.announcer.post(Announcement("I'm ready.", STARTUP, chime=False))
         self._spawn(self._daily_retention(), "retention")

@@ -21,6 +21,7 @@ system unit's user `elara` has its home in its StateDirectory, /var/lib/elara, s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from elara.conversation.crypto import DEFAULT_PASSPHRASE
 from elara.conversation.store import NAME_PATTERN
-from elara.errors import ConfigError
+from elara.errors import ConfigError, WrongKeyError
 from elara.service.files import fsync_dir, remove_quietly, write_temp
 from elara.service.paths import config_home
 from elara.settings import Settings
@@ -131,6 +132,49 @@ def resolve(settings: Settings, env: Mapping[str, str] | None = None, *,
     if generate_for is not None and not holds_messages(generate_for):
         return Key(generate(path), KeySource(GENERATED, path))
     return Key(settings.context.encryption_key, KeySource(DEFAULT))
+
+
+def lost_key_error(root: Path, error: WrongKeyError, env: Mapping[str, str] | None = None) -> WrongKeyError:
+    """The history at `root` does not open with the default passphrase: when the generated key
+    file is missing, it was most likely written with that key, and the error says to put it back."""
+    path = generated_key_path(env)
+    if os.path.lexists(path):
+        return error
+    return WrongKeyError(
+        f"the history in {root} does not open with the default passphrase, and the generated key "
+        f"file {path} it was most likely written with is missing; fix: put that file back from your "
+        "copy (or set Context.EncryptionKeyFile to it), or move the history away to start a new one")
+
+
+class KeyFileWatch:
+    """Warns when the file the running key was read from is removed: the running daemon keeps the
+    key it loaded, but the next start needs the file."""
+
+    def __init__(self, source: KeySource, *, interval: float = 60.0) -> None:
+        self.source = source
+        self.interval = interval
+        self._missing = False
+
+    def check(self) -> bool:
+        """Is the key file (if the key came from one) still there? Warns once when it goes."""
+        path = self.source.path
+        if path is None:
+            return True
+        present = os.path.exists(path)
+        if not present and not self._missing:
+            log.warning("the history's key file %s was removed: Elara keeps the key it loaded, but "
+                        "will not start again without it; fix: put the file back from your copy now",
+                        path)
+        elif present and self._missing:
+            log.info("the history's key file %s is back", path)
+        self._missing = not present
+        return present
+
+    async def run(self) -> None:
+        """Check every `interval` seconds until cancelled (returns at once for a key from no file)."""
+        while self.source.path is not None:
+            await asyncio.to_thread(self.check)
+            await asyncio.sleep(self.interval)
 
 
 def holds_messages(root: Path) -> bool:

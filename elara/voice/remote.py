@@ -12,8 +12,9 @@ turn.
 
 `FailoverTranscriber` and `FailoverSynthesizer` put a remote engine in front of an optional local
 one: after a failure the remote one is left alone for a backoff (1 s, doubling to a minute) and
-the local engine answers meanwhile; without a local engine the call fails at once while the
-service is known to be down, with the apology the orchestrator speaks.
+the local engine answers meanwhile. Without a local engine each call still tries the service (it
+may be back), except while it is known not to answer at all (its last failure a timeout): then the
+call fails at once, with the apology the orchestrator speaks.
 """
 
 from __future__ import annotations
@@ -233,7 +234,7 @@ class _Failover:
         self.info: str | None = None
 
     def _call(self, method: str, *args: Any) -> Any:
-        if self.health.should_try():
+        if self.health.should_try() or self._worth_trying_while_down():
             try:
                 result = getattr(self.remote, method)(*args)
             except SpeechServiceError as exc:
@@ -254,6 +255,12 @@ class _Failover:
                 service=self.service)
         self.health.fallbacks += 1
         return getattr(self.local, method)(*args)
+
+    def _worth_trying_while_down(self) -> bool:
+        """With no local engine, a question inside the backoff is still sent unless the service
+        last failed by not answering: a refusal costs milliseconds, and a service that restarts
+        every few seconds may be back; the alternative is an apology."""
+        return self.local is None and self.health.last_error != "timeout"
 
     def status(self) -> dict[str, Any]:
         """For `elara status`: the engine, its health, and whether a local engine stands by."""

@@ -89,6 +89,7 @@ class SpeechSink:
         self.on_first_audio: Callable[[], None] | None = None
         #: why the current reply's audio stopped short (the speaker failed), else None
         self.failure: Exception | None = None
+        self._heard_when_failed: str | None = None
 
     async def say(self, sentence: str) -> None:
         """Queue a sentence to be spoken; never waits for the audio."""
@@ -159,6 +160,11 @@ class SpeechSink:
                 parts.append(" ".join(words[:count]) + " …")
         return " ".join(parts)
 
+    def cut_short(self) -> str | None:
+        """What was heard of the last reply when its audio stopped short because the speaker
+        failed (a device gone mid-reply); None when it played to its end or was stopped."""
+        return self._heard_when_failed if self.failure is not None else None
+
     def recent_text(self, seconds: float) -> str:
         """The sentences heard (or playing) in the last `seconds`, across replies and
         announcements: what she could have been heard saying."""
@@ -202,6 +208,7 @@ class SpeechSink:
         if not self._tasks:
             self.first_audio_at = None
             self.failure = None
+            self._heard_when_failed = None
             self._cut = None
             self._tasks = [asyncio.create_task(self._synthesize_all(), name="tts"),
                            asyncio.create_task(self._play_all(), name="playback")]
@@ -243,6 +250,7 @@ class SpeechSink:
                 whole = await self._player.play(clip)
             except Exception as exc:
                 log.exception("playback failed; dropping the rest of the reply's audio")
+                self._heard_when_failed = self.heard_text()
                 self.failure = exc
                 return
             finally:
