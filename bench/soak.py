@@ -21,7 +21,7 @@ third's; no missed or extra turn; no ERROR logged (but for `--allow-error`); lis
 costs ≤ 5 % of one core (median over the silent stretches).
 
     .venv/bin/python -m bench.soak [--minutes 120] [--out DIR] [--seed 1] [--no-echo]
-        [--set Section__Key=VALUE] [--allow-error REGEX]
+        [--reload-minutes 15] [--sample-seconds 60] [--set Section__Key=VALUE] [--allow-error REGEX]
 
 Writes DIR/soak.csv (the minutes), DIR/turns.csv, DIR/daemon.log, DIR/soak.png (matplotlib,
 the `dev` extra) and prints the table on stdout.
@@ -404,15 +404,15 @@ class Sampler(threading.Thread):
             f"store {s.store_bytes / 1024:.0f} KiB, idle CPU {s.idle_cpu} %, {s.turns} turns")
 
 
-def run_household(household: Household, minutes: float) -> None:
-    """The events until `minutes` are over, a reload every RELOAD_MINUTES."""
-    next_reload = RELOAD_MINUTES
+def run_household(household: Household, minutes: float, reload_minutes: float) -> None:
+    """The events until `minutes` are over, a reload every `reload_minutes`."""
+    next_reload = reload_minutes
     order = list(KINDS)
     while household.minute() < minutes:
         began = time.monotonic()
         if household.minute() >= next_reload:
             household.reload()
-            next_reload += RELOAD_MINUTES
+            next_reload += reload_minutes
         kind = order.pop(0) if order else household.rng.choices(KINDS, WEIGHTS)[0]
         if kind == "silence" and household.minute() + 1 >= minutes:
             kind = "question"
@@ -427,9 +427,11 @@ def run_household(household: Household, minutes: float) -> None:
 
 
 def third(values: list[Turn], which: int) -> list[float]:
-    """The latencies of the first (0) or last (2) third of the turns after the warm-up."""
-    after = [t.speech_end_to_first_audio for t in values if t.minute >= WARM_UP_MINUTES] or \
-        [t.speech_end_to_first_audio for t in values]
+    """The latencies of the first (0) or last (2) third of the turns after the warm-up (of all
+    turns, in a run too short to have six after it)."""
+    after = [t.speech_end_to_first_audio for t in values if t.minute >= WARM_UP_MINUTES]
+    if len(after) < 6:
+        after = [t.speech_end_to_first_audio for t in values]
     n = len(after) // 3
     return after[:n] if which == 0 else after[len(after) - n:]
 
@@ -543,6 +545,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="where the CSV, PNG and log go (default: a new temp folder)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sample-seconds", type=float, default=60.0)
+    parser.add_argument("--reload-minutes", type=float, default=RELOAD_MINUTES, help="default: %(default)s")
     parser.add_argument("--no-echo", action="store_true", help="the microphone does not hear the speaker")
     parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE")
     parser.add_argument("--allow-error", action="append", default=[], metavar="REGEX",
@@ -564,7 +567,7 @@ def main() -> int:
             sampler = Sampler(household, env, Path(tmp) / "store", args.sample_seconds)
             sampler.take()
             sampler.start()
-            run_household(household, args.minutes)
+            run_household(household, args.minutes, args.reload_minutes)
             sampler.done.set()
             sampler.join(60)
             sampler.take()
