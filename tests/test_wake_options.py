@@ -3,6 +3,8 @@ bench/wake.py measures it behind: each loads and still hears the wake phrase."""
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from tests.rig.voice_clips import (
     espeak_speech,
     espeak_ssml,
     frames,
+    noise,
     piper_speech,
     silence,
     with_noise,
@@ -93,3 +96,36 @@ def test_a_pause_longer_than_a_second_and_her_voice_are_left_to_the_model(hey_ja
 def test_shortened_pauses_need_the_vad_gate(hey_jarvis_path):
     with pytest.raises(ValueError, match="vad_threshold"):
         WakeWordDetector([hey_jarvis_path], shorten_pauses=True)
+
+
+def test_behind_the_gate_silence_spares_the_models_and_every_score_is_as_if_each_frame_were_scored(
+        hey_jarvis_path, monkeypatch):
+    # Quiet stretches of every length around the gate's reach and the frames kept to catch up on,
+    # each followed by the phrase or by other speech, in silence and in a quiet room.
+    parts = []
+    for seconds in (0.3, 0.5, 0.6, 1.0, 1.8, 2.6, 3.0, 6.0):
+        parts += [silence(seconds), piper_speech("Hey Jarvis."), noise(seconds, dbfs=-60, seed=round(seconds * 10)),
+                  espeak_speech("What time is it?", voice="en-gb")]
+    clip = concat(*parts, silence(1.0))
+    np.random.seed(0)  # openWakeWord fills its first feature window with random noise: the same in both
+    detector = WakeWordDetector([hey_jarvis_path], vad_threshold=0.5, threshold=0.7, shorten_pauses=True)
+    calls = 0
+    predict = detector._model.predict
+
+    def counted(samples):
+        nonlocal calls
+        calls += 1
+        return predict(samples)
+
+    monkeypatch.setattr(detector._model, "predict", counted)
+    spared = [(detector.process(frame), dict(detector.last_scores)) for frame in frames(clip)]
+    assert calls < 0.8 * len(spared)  # the models were spared in the silences
+
+    # The reference: every frame scored, and openWakeWord's own 10 s of raw audio kept.
+    np.random.seed(0)
+    every = WakeWordDetector([hey_jarvis_path], vad_threshold=0.5, threshold=0.7, shorten_pauses=True)
+    monkeypatch.setattr(every._scorer, "predict", every._model.predict)
+    every._model.preprocessor.raw_data_buffer = collections.deque(maxlen=160_000)
+    scored = [(every.process(frame), dict(every.last_scores)) for frame in frames(clip)]
+    assert spared == scored
+    assert sum(found is not None for found, _ in scored) >= 6  # the phrase was heard after the silences

@@ -283,6 +283,7 @@ class Daemon:
             "pid": os.getpid(),
             "version": __version__,
             "uptime_seconds": round(self.clock() - self.started_at, 1),
+            "tasks": len(asyncio.all_tasks()),  # a soak watches that none pile up
             "models": rt.models(),
             "counters": {**loop["counters"],
                          "dropped_frames": microphone["dropped_frames"],

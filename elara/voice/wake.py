@@ -47,6 +47,17 @@ SHORTENED_GATE_FRAMES = 7
 #: frames is made from) the second copy has forgotten the speech before and hears nothing more
 #: until speech comes again.
 SHORTENED_FORGET_FRAMES = 25
+#: openWakeWord's gate zeroes a frame's scores unless its VAD heard speech 4–6 frames before it; so
+#: once this many frames in a row (this one among them) are quiet, the gate stays shut until the VAD
+#: hears speech again, and only the VAD needs to run.
+GATE_SHUT_FRAMES = 7
+#: The quiet frames kept for the features to catch up on when the VAD hears speech again: the
+#: first score the gate lets through (4 frames on) reads 16 feature frames, each made from the
+#: 0.76 s of audio before it, so 22 frames back are needed; 32 leave a margin.
+REPLAYED_FRAMES = 32
+#: The raw audio openWakeWord keeps for its features (1 s; it keeps 10 s, and copies all of it
+#: into a list every frame to read the last 110 ms).
+RAW_SAMPLES_KEPT = 16_000
 
 #: How much less likely than what Whisper hears unprompted its reading with the wake phrase may
 #: be, as a natural log: e⁶ ≈ 400 times for a doubtful score, e¹⁰ for a confident one (≥ the
@@ -146,6 +157,7 @@ class WakeWordDetector:
         self.trigger_level = int(trigger_level)
         self.refractory_seconds = float(refractory_seconds)
         self._model = _load_models(paths, vad_threshold=vad_threshold)
+        self._scorer = _GatedScorer(self._model)
         self._initial_features = self._model.preprocessor.feature_buffer.copy()
         # openWakeWord's key of a score ("hey_jarvis_v0.1", a class label) → the friendly name
         self._names = _friendly_names(self._model)
@@ -242,7 +254,7 @@ class WakeWordDetector:
             samples = samples.astype(np.int16)
         samples = samples.reshape(-1)
         self._history.append(samples)
-        scores = self._verified(self._model, self._model.predict(samples))
+        scores = self._verified(self._model, self._scorer.predict(samples))
         if self._shortener is not None:
             speech = self._model.vad.prediction_buffer[-1] >= self._model.vad_threshold
             shortened = self._verified(self._shortener.model, self._shortener.predict(samples, speech))
@@ -334,6 +346,7 @@ class WakeWordDetector:
     def reset(self) -> None:
         """Forget all audio and scores (between activations); also ends a refractory period."""
         _reset_model(self._model, self._initial_features)
+        self._scorer.reset()
         if self._shortener is not None:
             self._shortener.reset()
         if self._model.vad_threshold > 0:  # the VAD's recurrent state and its recent decisions
@@ -346,6 +359,46 @@ class WakeWordDetector:
         self._declined = None
         self._quiet_until = float("-inf")
         self.last_scores = {}
+
+
+class _GatedScorer:
+    """openWakeWord's model under its VAD gate, sparing the features and the wake models while the
+    gate cannot open: after GATE_SHUT_FRAMES quiet frames only the VAD runs, and the frames are kept.
+    When the VAD hears speech, the features are first fed the last REPLAYED_FRAMES kept frames, so
+    every score the gate lets through is read from the same window as if each frame had been scored.
+    Without the gate (`vad_threshold` 0) every frame is scored."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._shut: dict[str, float] | None = None  # the scores while the gate is shut (all 0.0)
+        self._kept: collections.deque[np.ndarray] = collections.deque(maxlen=REPLAYED_FRAMES)
+
+    def predict(self, heard: np.ndarray) -> dict[str, Any]:
+        """openWakeWord's scores for this frame, its VAD's verdict on it appended."""
+        model = self.model
+        if self._shut is not None:
+            vad = model.vad
+            state = vad._h, vad._c
+            vad(heard)
+            if vad.prediction_buffer[-1] < model.vad_threshold:
+                self._kept.append(heard)
+                return dict(self._shut)
+            # Speech: take back the VAD's step (predict takes it again), catch the features up.
+            vad._h, vad._c = state
+            vad.prediction_buffer.pop()
+            for kept in self._kept:
+                model.preprocessor(kept)
+            self.reset()
+        scores: dict[str, Any] = model.predict(heard)
+        recent = list(model.vad.prediction_buffer)[-GATE_SHUT_FRAMES:] if model.vad_threshold > 0 else []
+        if len(recent) == GATE_SHUT_FRAMES and max(recent) < model.vad_threshold:
+            self._shut = dict.fromkeys(scores, 0.0)
+        return scores
+
+    def reset(self) -> None:
+        """Score every frame again (the model was reset, or speech came)."""
+        self._shut = None
+        self._kept.clear()
 
 
 class _PauseShortener:
@@ -421,6 +474,7 @@ def _load_models(paths: Sequence[Path], *, vad_threshold: float = 0.0) -> Any:
         raise ModelLoadError(
             f"{WAKE_WORD_KEY}: {', '.join(map(str, paths))} does not load: {type(exc).__name__}: {exc}"
         ) from exc
+    _keep_less_raw_audio(model)
     # Multi-class models (the built-in "timer") name their classes ("5_minute_timer"), but
     # openWakeWord only finds the names when the file is called exactly "timer".
     for key in model.class_mapping:
@@ -454,6 +508,14 @@ def _reset_model(model: Any, initial_features: np.ndarray) -> None:
         features.accumulated_samples = 0
         features.raw_data_remainder = np.empty(0)
         features.feature_buffer = initial_features.copy()
+    _keep_less_raw_audio(model)
+
+
+def _keep_less_raw_audio(model: Any) -> None:
+    """Keep RAW_SAMPLES_KEPT of raw audio for the features (the same features, less copying)."""
+    features = model.preprocessor
+    if features.raw_data_buffer.maxlen != RAW_SAMPLES_KEPT:
+        features.raw_data_buffer = collections.deque(features.raw_data_buffer, maxlen=RAW_SAMPLES_KEPT)
 
 
 #: What an openWakeWord model keeps between frames: its features' buffers and its scores.

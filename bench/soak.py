@@ -1,0 +1,594 @@
+#!/usr/bin/env python3
+"""Soak the running daemon: `elara run` on the virtual sound card for hours (2 by default), with an
+instant model (the Ollama-protocol server) and a scripted household speaking into the microphone.
+
+The household, one event every 20–40 s (the first seven in this order, then at random): a question
+with the wake word in one of five voices; a question and a follow-up without the wake word in the
+window after the reply; a timer set by voice, rung, and stopped by "Stop." (with or without the
+wake word, in turn); a long reply stopped by the wake word and a new question (barge-in); a long
+reply stopped by "Stop." alone; people talking without the wake word; and long silences (1–3
+minutes). The speaker is looped back into the microphone (60 ms late, at half volume) unless
+`--no-echo`. A reload (SIGHUP) every 15 minutes. Memory jobs run on their own after the turns.
+
+Every event is checked against the daemon's log and the model's requests: a question the model
+was not asked is missed; a wake or a question nobody scripted is extra. Sampled every minute:
+RSS, threads, open file descriptors, asyncio tasks (`elara status`), the store's bytes on disk, the
+CPU over the last silent stretch with Elara idle, and end of speech → first audio of each turn.
+
+Pass, at the end: after the first 10 minutes RSS grows < 5 %, threads and descriptors grow by at
+most 2 and tasks by at most 3; the last third's p90 latency is within 20 % (+50 ms) of the first
+third's; no missed or extra turn; no ERROR logged (but for `--allow-error`); listening to silence
+costs ≤ 5 % of one core (median over the silent stretches).
+
+    .venv/bin/python -m bench.soak [--minutes 120] [--out DIR] [--seed 1] [--no-echo]
+        [--reload-minutes 15] [--sample-seconds 60] [--set Section__Key=VALUE] [--allow-error REGEX]
+
+Writes DIR/soak.csv (the minutes), DIR/turns.csv, DIR/daemon.log, DIR/soak.png (matplotlib,
+the `dev` extra) and prints the table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import (
+    LISTENING,
+    VOICES,
+    cpu_seconds,
+    elara,
+    keep_clips,
+    log,
+    parse_timings,
+    percentile,
+    speech,
+)
+from bench.wake import CONVERSATION
+from tests.rig import voice_clips
+from tests.rig.daemon_process import DaemonProcess, daemon_env
+from tests.rig.ollama_server import FakeOllamaServer, last_user_text, minimal_json
+from tests.rig.pulse import VirtualSoundCard
+
+#: what each plain question is answered with; a story is long enough to be talked over
+ANSWER = "Here is a short answer for you. I hope that it helps."
+STORY = " ".join(f"Here is the {n} part of a long story about a lighthouse keeper and the sea."
+                 for n in ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"))
+QUESTIONS = (
+    "What is the capital of France?", "How many moons are there around Jupiter?",
+    "Who wrote the novel Pride and Prejudice?", "What should I cook for dinner tonight?",
+    "Tell me a fun fact about octopuses.", "How far is it from Paris to Berlin?",
+    "What is the largest planet in our solar system?", "Why is the sky blue?",
+    "How long should I boil an egg?", "What is the tallest mountain in Europe?",
+    "Give me a word that rhymes with orange.", "How many legs does a spider have?",
+)
+FOLLOW_UPS = ("And why is that?", "What else can you tell me?", "Can you say that again?", "Is that true?")
+STORIES = ("Tell me a story about the sea.", "Tell me a long story.", "Tell me a story about a lighthouse.")
+TIMER_SECONDS = (5, 8, 10)
+NUMBERS = {5: "five", 8: "eight", 10: "ten"}
+#: the events, in the order the first of them come (each kind early on, even in a short run)
+KINDS = ("question", "follow-up", "timer", "barge-in", "stop", "background", "silence")
+WEIGHTS = (40, 15, 10, 10, 10, 10, 5)
+RELOAD_MINUTES = 15
+WARM_UP_MINUTES = 10
+#: how long a silent stretch must be for its CPU to count as listening to silence
+IDLE_MIN_SECONDS = 8.0
+#: log lines that are the daemon's errors
+ERROR_LINE = re.compile(r"\bERROR\b|Traceback")
+
+
+def responder(endpoint: str, body: dict) -> str:
+    """The instant model: a story when asked for one, a short answer else; memory jobs (a JSON
+    `format`) get the smallest JSON they accept."""
+    if body.get("format") is not None:
+        return json.dumps(minimal_json(body["format"]))
+    return STORY if "story" in last_user_text(endpoint, body).lower() else ANSWER
+
+
+@dataclass
+class Turn:
+    """One answered turn's timings, and when (minutes into the soak)."""
+
+    minute: float
+    kind: str
+    speech_end_to_first_audio: float
+
+
+@dataclass
+class Sample:
+    """One minute's figures."""
+
+    minute: float
+    rss_mib: float
+    rss_anon_mib: float  # the heap and other private memory (the rest is mapped files: models)
+    threads: int
+    fds: int
+    tasks: int | None
+    store_bytes: int
+    idle_cpu: float | None  # % of one core over the last silent stretch, None if none this minute
+    turns: int
+    p50_latency: float | None
+
+
+@dataclass
+class Tally:
+    """What the household said, and what went differently."""
+
+    events: dict[str, int] = field(default_factory=dict)
+    questions: int = 0
+    missed: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    reloads: int = 0
+    idle: list[tuple[float, float]] = field(default_factory=list)  # (minute, % of one core)
+    turns: list[Turn] = field(default_factory=list)
+
+
+class Household:
+    """Speaks the scripted events into the microphone and checks each against the daemon."""
+
+    def __init__(self, card: VirtualSoundCard, daemon: DaemonProcess, server: FakeOllamaServer, env: dict[str, str],
+                 folder: Path, rng: random.Random, started: float) -> None:
+        self.card, self.daemon, self.server, self.env = card, daemon, server, env
+        self.folder = folder
+        self.rng = rng
+        self.started = started
+        self.tally = Tally()
+        self._clips: dict[str, Path] = {}
+        self._stop_with_wake = False
+
+    # -- clips ---------------------------------------------------------------------------------
+
+    def clip(self, key: str, make: Callable[[], np.ndarray]) -> Path:
+        """A WAV of `make()`'s samples, made once."""
+        if key not in self._clips:
+            path = self.folder / f"clip-{len(self._clips):03d}.wav"
+            self._clips[key] = voice_clips.write_wav(path, make())
+        return self._clips[key]
+
+    def woken(self, source: tuple, text: str) -> Path:
+        """"Hey Jarvis." in Piper's voice, then `text` in `source`'s."""
+        return self.clip(f"woken {source} {text}", lambda: voice_clips.concat(
+            voice_clips.silence(0.3), voice_clips.piper_speech("Hey Jarvis."), voice_clips.silence(0.6),
+            speech(source, text), voice_clips.silence(1.5)))
+
+    def said(self, source: tuple, text: str) -> Path:
+        """`text` in `source`'s voice, without the wake word."""
+        return self.clip(f"said {source} {text}", lambda: voice_clips.concat(
+            voice_clips.silence(0.3), speech(source, text), voice_clips.silence(1.2)))
+
+    # -- the daemon's side ---------------------------------------------------------------------
+
+    def minute(self) -> float:
+        """Minutes since the soak started."""
+        return (time.monotonic() - self.started) / 60
+
+    def counts(self) -> dict[str, int]:
+        """The log's and the model's counts an event is checked on."""
+        d = self.daemon
+        return {"wakes": d.count(r"wake word \w+ \("), "asked": len(self.server.turns()),
+                "ahead_dropped": d.count("dropped the reply started ahead"), "idle": d.count(LISTENING),
+                "timings": d.count("turn timings"), "stops": d.count(r'heard "stop" while'),
+                "rings_stopped": d.count(r"stopped \d+ ringing announcement"),
+                "timers_set": d.count(r"timer \w+ set for"), "rings": d.count(r"announcing \(timer\)"),
+                "reloads": d.count("configuration reloaded")}
+
+    def wait(self, pattern: str, count: int, timeout: float) -> bool:
+        """Whether `count` log lines match `pattern` within `timeout` seconds."""
+        try:
+            self.daemon.wait_for(pattern, count=count, timeout=timeout)
+            return True
+        except AssertionError:
+            return False
+
+    def settle(self, before: dict[str, int], timeout: float = 90.0) -> None:
+        """Wait until Elara listens for the wake word again after the event (and her turns'
+        timing lines are in)."""
+        self.wait(LISTENING, before["idle"] + 1, timeout)
+        time.sleep(0.5)
+
+    def until_idle(self, timeout: float) -> bool:
+        """Wait until `elara status` says idle with no memory job pending (a ring, a reply, a
+        follow-up window over); False if it did not within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            shown = status(self.env)
+            if shown.get("state") == "idle" and not shown.get("memory", {}).get("jobs_pending"):
+                return True
+            time.sleep(1.0)
+        return False
+
+    def check(self, what: str, before: dict[str, int], *, wakes: int | tuple[int, int], asked: list[str]) -> None:
+        """Compare an event's wakes (a count, or the fewest and most) and the questions the model
+        was asked with the script."""
+        after = self.counts()
+        new = [last_user_text("chat", body) for body in self.server.turns()[before["asked"]:]]
+        self.tally.questions += len(asked)
+        for question in asked:
+            if not any(_same(question, heard) for heard in new):
+                self.tally.missed.append(f"{self.minute():.1f} min, {what}: {question!r} was not asked")
+        strangers = [heard for heard in new if not any(_same(q, heard) for q in asked)]
+        dropped = after["ahead_dropped"] - before["ahead_dropped"]
+        if len(strangers) > dropped:  # a reply started ahead on part of a question is asked once more
+            self.tally.extra.append(f"{self.minute():.1f} min, {what}: asked {strangers}")
+        woke = after["wakes"] - before["wakes"]
+        fewest, most = wakes if isinstance(wakes, tuple) else (wakes, wakes)
+        if not fewest <= woke <= most:
+            (self.tally.extra if woke > most else self.tally.missed).append(
+                f"{self.minute():.1f} min, {what}: {woke} wakes, {wakes} scripted")
+        self._timings(before["timings"], after["timings"], what)
+
+    def _timings(self, before: int, after: int, kind: str) -> None:
+        lines = [line for line in self.daemon.lines if "turn timings" in line][before:after]
+        for line in lines:
+            t = parse_timings(line)
+            if "speech_end_to_first_audio" in t:
+                self.tally.turns.append(Turn(round(self.minute(), 2), kind, t["speech_end_to_first_audio"]))
+
+    # -- the events ----------------------------------------------------------------------------
+
+    def event(self, kind: str) -> None:
+        """Say one event and check it."""
+        self.tally.events[kind] = self.tally.events.get(kind, 0) + 1
+        getattr(self, "_" + kind.replace("-", "_"))()
+
+    def _question(self) -> None:
+        source, question = self.rng.choice(VOICES), self.rng.choice(QUESTIONS)
+        before = self.counts()
+        self.card.play_into_mic(self.woken(source, question))
+        self.settle(before)
+        self.check("question", before, wakes=1, asked=[question])
+
+    def _follow_up(self) -> None:
+        source, question, follow = self.rng.choice(VOICES), self.rng.choice(QUESTIONS), self.rng.choice(FOLLOW_UPS)
+        before = self.counts()
+        self.card.play_into_mic(self.woken(source, question))
+        if self.wait("turn timings", before["timings"] + 1, 60):
+            self.card.play_into_mic(self.said(source, follow))  # in the window after her reply
+        self.settle(before)
+        self.check("follow-up", before, wakes=1, asked=[question, follow])
+
+    def _timer(self) -> None:
+        seconds = self.rng.choice(TIMER_SECONDS)
+        before = self.counts()
+        self.card.play_into_mic(self.woken(VOICES[0], f"Set a timer for {NUMBERS[seconds]} seconds."))
+        if not self.wait(r"timer \w+ set for", before["timers_set"] + 1, 30):
+            self.tally.missed.append(f"{self.minute():.1f} min, timer: not set")
+            self.settle(before)
+            return
+        if not self.wait(r"announcing \(timer\)", before["rings"] + 1, seconds + 15):
+            self.tally.missed.append(f"{self.minute():.1f} min, timer: never rang")
+            return
+        time.sleep(1.5)
+        self._stop_with_wake = not self._stop_with_wake
+        stop = self.woken(VOICES[2], "Stop.") if self._stop_with_wake else self.said(VOICES[4], "Stop.")
+        self.card.play_into_mic(stop)
+        if not self.wait(r"stopped \d+ ringing announcement", before["rings_stopped"] + 1, 15):
+            how = "Hey Jarvis. Stop." if self._stop_with_wake else "Stop."
+            self.tally.missed.append(f"{self.minute():.1f} min, timer: {how!r} did not stop the ringing")
+        time.sleep(3.0)
+        self.until_idle(60)
+        # "Hey Jarvis. Stop." over the ring may be read whole by the stop listener: no wake then
+        self.check("timer", before, wakes=(1, 2) if self._stop_with_wake else 1, asked=[])
+
+    def _barge_in(self) -> None:
+        story, question = self.rng.choice(STORIES), self.rng.choice(QUESTIONS)
+        before = self.counts()
+        self.card.play_into_mic(self.woken(VOICES[0], story))
+        time.sleep(3.5)  # into her long reply
+        self.card.play_into_mic(self.woken(self.rng.choice(VOICES), question))
+        self.settle(before)
+        self.check("barge-in", before, wakes=2, asked=[story, question])
+
+    def _stop(self) -> None:
+        story = self.rng.choice(STORIES)
+        before = self.counts()
+        self.card.play_into_mic(self.woken(VOICES[0], story))
+        time.sleep(3.5)
+        self.card.play_into_mic(self.said(VOICES[4], "Stop."))
+        if not self.wait(r'heard "stop" while', before["stops"] + 1, 15):
+            self.tally.missed.append(f"{self.minute():.1f} min, stop: \"Stop.\" over her reply was not heard")
+        self.settle(before)
+        self.check("stop", before, wakes=1, asked=[story])
+
+    def _background(self) -> None:
+        source = self.rng.choice(VOICES[2:])
+        talk = " ".join(self.rng.sample(CONVERSATION, 3))
+        before = self.counts()
+        self.card.play_into_mic(self.said(source, talk))
+        time.sleep(2.0)
+        self.check("background", before, wakes=0, asked=[])
+
+    def _silence(self) -> None:
+        self.quiet(self.rng.uniform(60, 180))
+
+    # -- between events ------------------------------------------------------------------------
+
+    def quiet(self, seconds: float) -> None:
+        """Say nothing for `seconds`, and at least IDLE_MIN_SECONDS once Elara is idle (the
+        follow-up window closed, no memory job pending): the CPU of that stretch is kept."""
+        ends = time.monotonic() + seconds
+        if not self.until_idle(max(10.0, seconds)):
+            time.sleep(max(0.0, ends - time.monotonic()))
+            return
+        time.sleep(1.0)
+        pid = self.daemon.process.pid
+        cpu0, wall0, lines0 = cpu_seconds(pid), time.monotonic(), len(self.daemon.lines)
+        time.sleep(max(IDLE_MIN_SECONDS, ends - time.monotonic()))
+        wall = time.monotonic() - wall0
+        busy = any(("wake word" in line or "announcing" in line) for line in self.daemon.lines[lines0:])
+        if not busy:
+            self.tally.idle.append((round(self.minute(), 2), (cpu_seconds(pid) - cpu0) / wall * 100))
+
+    def reload(self) -> None:
+        """SIGHUP, as `systemctl reload` sends: the configuration read again and swapped in."""
+        before = self.counts()
+        self.daemon.process.send_signal(signal.SIGHUP)
+        if self.wait("configuration reloaded", before["reloads"] + 1, 60):
+            self.tally.reloads += 1
+        else:
+            self.tally.missed.append(f"{self.minute():.1f} min: a reload did not finish")
+
+
+def _same(said: str, heard: str) -> bool:
+    """Whether what reached the model is the question said (most of its words heard)."""
+    words = set(re.findall(r"[a-z']+", said.lower()))
+    got = set(re.findall(r"[a-z']+", heard.lower()))
+    return bool(words) and len(words & got) >= max(1, len(words) // 2)
+
+
+def status(env: dict[str, str]) -> dict:
+    """`elara status --json`, or {} if it did not answer."""
+    done = elara(env, "status", "--json", timeout=30)
+    try:
+        return json.loads(done.stdout) if done.returncode == 0 else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def process_figures(pid: int) -> tuple[float, float, int, int]:
+    """(RSS and its anonymous part in MiB, threads, open file descriptors) of a process."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024,
+            int(fields["Threads"]), len(os.listdir(f"/proc/{pid}/fd")))
+
+
+def store_bytes(root: Path) -> int:
+    """Bytes of every file under the store's folder."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+
+
+class Sampler(threading.Thread):
+    """Every `interval` seconds, the daemon's figures as a `Sample`."""
+
+    def __init__(self, household: Household, env: dict[str, str], store: Path, interval: float) -> None:
+        super().__init__(name="soak-sampler", daemon=True)
+        self.household, self.env, self.store, self.interval = household, env, store, interval
+        self.samples: list[Sample] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
+            self.take()
+
+    def take(self) -> None:
+        """One sample now."""
+        h = self.household
+        pid = h.daemon.process.pid
+        if h.daemon.process.poll() is not None:
+            return
+        rss, anon, threads, fds = process_figures(pid)
+        minute = h.minute()
+        idle = [cpu for at, cpu in h.tally.idle if at > minute - self.interval / 60]
+        recent = [t.speech_end_to_first_audio for t in h.tally.turns if t.minute > minute - self.interval / 60]
+        self.samples.append(Sample(
+            minute=round(minute, 2), rss_mib=round(rss, 1), rss_anon_mib=round(anon, 1), threads=threads, fds=fds,
+            tasks=status(self.env).get("tasks"), store_bytes=store_bytes(self.store),
+            idle_cpu=round(idle[-1], 2) if idle else None, turns=len(h.tally.turns),
+            p50_latency=round(statistics.median(recent), 3) if recent else None))
+        s = self.samples[-1]
+        log(f"  {s.minute:5.1f} min: RSS {s.rss_mib:.0f} MiB ({s.rss_anon_mib:.0f} anonymous), {s.threads} threads, {s.fds} fds, {s.tasks} tasks, "
+            f"store {s.store_bytes / 1024:.0f} KiB, idle CPU {s.idle_cpu} %, {s.turns} turns")
+
+
+def run_household(household: Household, minutes: float, reload_minutes: float) -> None:
+    """The events until `minutes` are over, a reload every `reload_minutes`."""
+    next_reload = reload_minutes
+    order = list(KINDS)
+    while household.minute() < minutes:
+        began = time.monotonic()
+        if household.minute() >= next_reload:
+            household.reload()
+            next_reload += reload_minutes
+        kind = order.pop(0) if order else household.rng.choices(KINDS, WEIGHTS)[0]
+        if kind == "silence" and household.minute() + 1 >= minutes:
+            kind = "question"
+        log(f"{household.minute():5.1f} min: {kind}")
+        household.event(kind)
+        gap = household.rng.uniform(20, 40) - (time.monotonic() - began)
+        household.quiet(gap)
+
+
+# ---------------------------------------------------------------------------------------------
+# the verdict
+
+
+def third(values: list[Turn], which: int) -> list[float]:
+    """The latencies of the first (0) or last (2) third of the turns after the warm-up (of all
+    turns, in a run too short to have six after it)."""
+    after = [t.speech_end_to_first_audio for t in values if t.minute >= WARM_UP_MINUTES]
+    if len(after) < 6:
+        after = [t.speech_end_to_first_audio for t in values]
+    n = len(after) // 3
+    return after[:n] if which == 0 else after[len(after) - n:]
+
+
+def verdict(samples: list[Sample], tally: Tally, errors: list[str]) -> list[tuple[str, str, bool]]:
+    """(criterion, what was measured, passed) for each pass criterion."""
+    after = [s for s in samples if s.minute >= WARM_UP_MINUTES] or samples[-1:]
+    first, last = after[0], after[-1]
+    rows = []
+    growth = (last.rss_mib - first.rss_mib) / first.rss_mib * 100
+    peak = max(s.rss_mib for s in after)
+    rows.append(("RSS after the first 10 min grows < 5 %",
+                 f"{first.rss_mib:.0f} → {last.rss_mib:.0f} MiB ({growth:+.1f} %; peak {peak:.0f})", growth < 5))
+    for name, get, allowed in (("threads", lambda s: s.threads, 2), ("open fds", lambda s: s.fds, 2),
+                               ("asyncio tasks", lambda s: s.tasks, 3)):
+        values = [get(s) for s in after if get(s) is not None]
+        if not values:
+            rows.append((f"{name} flat", "not reported", False))
+            continue
+        rows.append((f"{name} flat (grow ≤ {allowed})", f"{values[0]} → {values[-1]} (range {min(values)}–{max(values)})",
+                     values[-1] - values[0] <= allowed))
+    early, late = third(tally.turns, 0), third(tally.turns, 2)
+    if early and late:
+        p_early, p_late = percentile(early, 90), percentile(late, 90)
+        rows.append(("end of speech → first audio, p90 not drifting (last third ≤ first × 1.2 + 50 ms)",
+                     f"{p_early:.3f} → {p_late:.3f} s ({len(early)} / {len(late)} turns)",
+                     p_late <= p_early * 1.2 + 0.05))
+    else:
+        rows.append(("p90 latency not drifting", "too few turns", False))
+    rows.append(("no missed turn", f"{len(tally.missed)} of {tally.questions} questions and the events' checks",
+                 not tally.missed))
+    rows.append(("no extra turn", f"{len(tally.extra)}", not tally.extra))
+    rows.append(("no ERROR logged (unscripted)", f"{len(errors)}", not errors))
+    idle = [cpu for _, cpu in tally.idle]
+    if idle:
+        median = statistics.median(idle)
+        rows.append(("listening to silence ≤ 5 % of one core (median of the silent stretches)",
+                     f"{median:.1f} % (min {min(idle):.1f}, max {max(idle):.1f}, {len(idle)} stretches)", median <= 5))
+    else:
+        rows.append(("listening to silence ≤ 5 % of one core", "no silent stretch measured", False))
+    return rows
+
+
+def plot(samples: list[Sample], turns: list[Turn], idle: list[tuple[float, float]], path: Path) -> bool:
+    """The series as a PNG (False if matplotlib is missing: it comes with the `dev` extra)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(5, 1, figsize=(9, 12), sharex=True)
+    minutes = [s.minute for s in samples]
+    axes[0].plot(minutes, [s.rss_mib for s in samples], marker=".", label="RSS")
+    axes[0].plot(minutes, [s.rss_anon_mib for s in samples], marker=".", label="anonymous")
+    axes[0].legend(loc="upper left")
+    axes[0].set_ylabel("memory (MiB)")
+    axes[1].plot(minutes, [s.threads for s in samples], marker=".", label="threads")
+    axes[1].plot(minutes, [s.fds for s in samples], marker=".", label="open fds")
+    axes[1].plot(minutes, [s.tasks if s.tasks is not None else np.nan for s in samples], marker=".", label="tasks")
+    axes[1].legend(loc="upper left")
+    axes[1].set_ylabel("count")
+    axes[2].plot(minutes, [s.store_bytes / 1024 for s in samples], marker=".")
+    axes[2].set_ylabel("store (KiB)")
+    axes[3].plot([at for at, _ in idle], [cpu for _, cpu in idle], ".", label="silent stretch")
+    axes[3].axhline(5, color="red", linewidth=0.8, label="5 %")
+    axes[3].legend(loc="upper left")
+    axes[3].set_ylabel("idle CPU (% of a core)")
+    axes[4].plot([t.minute for t in turns], [t.speech_end_to_first_audio for t in turns], ".")
+    axes[4].set_ylabel("speech end →\nfirst audio (s)")
+    axes[4].set_xlabel("minutes")
+    for ax in axes:
+        ax.axvline(WARM_UP_MINUTES, color="grey", linewidth=0.6, linestyle="--")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Elara soak: the daemon on the virtual sound card, a scripted household")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def write_csv(path: Path, rows: list) -> None:
+    """Dataclass rows as CSV."""
+    if not rows:
+        path.write_text("")
+        return
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
+        writer.writeheader()
+        writer.writerows(asdict(r) for r in rows)
+
+
+def report(args: argparse.Namespace, samples: list[Sample], tally: Tally, errors: list[str], out: Path) -> bool:
+    """Print the table (markdown) and what went differently; True if every criterion passed."""
+    rows = verdict(samples, tally, errors)
+    print(f"Soak: {args.minutes:g} min, seed {args.seed}, echo path {'off' if args.no_echo else 'on'}; "
+          f"events {json.dumps(tally.events)}; {len(tally.turns)} turns timed, {tally.reloads} reloads.\n")
+    print("| criterion | measured | pass |\n| --- | --- | --- |")
+    for criterion, measured, passed in rows:
+        print(f"| {criterion} | {measured} | {'yes' if passed else '**no**'} |")
+    for title, items in (("missed", tally.missed), ("extra", tally.extra), ("errors", errors)):
+        if items:
+            print(f"\n{title}:\n" + "\n".join(f"- {item}" for item in items[:30]))
+    print(f"\nCSV: {out / 'soak.csv'}, {out / 'turns.csv'}; log: {out / 'daemon.log'}")
+    return all(passed for _, _, passed in rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=120.0, help="how long (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=None, help="where the CSV, PNG and log go (default: a new temp folder)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sample-seconds", type=float, default=60.0)
+    parser.add_argument("--reload-minutes", type=float, default=RELOAD_MINUTES, help="default: %(default)s")
+    parser.add_argument("--no-echo", action="store_true", help="the microphone does not hear the speaker")
+    parser.add_argument("--set", action="append", default=[], metavar="Section__Key=VALUE")
+    parser.add_argument("--allow-error", action="append", default=[], metavar="REGEX",
+                        help="an ERROR line matching this is a scripted fault, not a failure")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="elara-soak-"))
+    out.mkdir(parents=True, exist_ok=True)
+    keep_clips()
+    settings = {"Timers__RingSeconds": "20", **dict(s.split("=", 1) for s in args.set)}
+    with tempfile.TemporaryDirectory() as tmp, VirtualSoundCard() as card, \
+            FakeOllamaServer(responder=responder) as server:
+        echo = None if args.no_echo else card.add_echo(latency_ms=60, volume=0.5)
+        env = daemon_env(card.env, server.url, Path(tmp), **settings)
+        daemon = DaemonProcess(env)
+        try:
+            daemon.wait_for(LISTENING, timeout=120)
+            log(f"listening; soaking for {args.minutes:g} min, the figures in {out}")
+            household = Household(card, daemon, server, env, Path(tmp), random.Random(args.seed), time.monotonic())
+            sampler = Sampler(household, env, Path(tmp) / "store", args.sample_seconds)
+            sampler.take()
+            sampler.start()
+            run_household(household, args.minutes, args.reload_minutes)
+            sampler.done.set()
+            sampler.join(60)
+            sampler.take()
+            code, _ = daemon.terminate()
+        finally:
+            daemon.kill()
+            (out / "daemon.log").write_text("\n".join(daemon.lines) + "\n")
+            if echo is not None:
+                card.remove_echo(echo)
+    allowed = [re.compile(a) for a in args.allow_error]
+    errors = [line for line in daemon.lines
+              if ERROR_LINE.search(line) and not any(a.search(line) for a in allowed)]
+    if code != 0:
+        errors.append(f"the daemon exited {code} on SIGTERM")
+    write_csv(out / "soak.csv", sampler.samples)
+    write_csv(out / "turns.csv", household.tally.turns)
+    if not plot(sampler.samples, household.tally.turns, household.tally.idle, out / "soak.png"):
+        log("matplotlib is missing (the dev extra): no plot")
+    passed = report(args, sampler.samples, household.tally, errors, out)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
