@@ -482,12 +482,13 @@ def test_speaker_stop_cuts_playback_and_the_pending_play_returns(sound_card):
 
 
 def test_a_paused_speaker_holds_its_place_and_one_kept_open_stays_open(sound_card):
-    """Echo cancellation keeps the speaker open (one timeline for the reference); a pause (she
-    checks whether she was told to stop) is silence, and the clip goes on where it was."""
+    """Echo cancellation keeps the speaker open (one timeline for the reference) until it was
+    quiet for `keep_open_idle_seconds`; a pause (she checks whether she was told to stop) is
+    silence, and the clip goes on where it was."""
     clip = noise(2.0, seed=9)
 
     async def main():
-        speaker = Speaker(None, idle_close_seconds=0.2, keep_open=True)
+        speaker = Speaker(None, idle_close_seconds=0.2, keep_open=True, keep_open_idle_seconds=1.5)
         rec = await asyncio.to_thread(sound_card.record_speaker)
         task = asyncio.create_task(speaker.play(AudioClip(clip, SAMPLE_RATE)))
         deadline = time.monotonic() + 5
@@ -502,11 +503,15 @@ def test_a_paused_speaker_holds_its_place_and_one_kept_open_stays_open(sound_car
         still_open = speaker.is_open
         await speaker.stop()
         after_stop = speaker.is_open
+        deadline = time.monotonic() + 10
+        while speaker.is_open and time.monotonic() < deadline:  # quiet past keep_open_idle_seconds
+            await asyncio.sleep(0.05)
+        closed_when_quiet = not speaker.is_open
         await speaker.close()
-        return played, still_open, after_stop, await asyncio.to_thread(rec.samples)
+        return played, still_open and after_stop, closed_when_quiet, await asyncio.to_thread(rec.samples)
 
-    played, still_open, after_stop, recorded = run(main())
-    assert played and still_open and after_stop
+    played, kept_open, closed_when_quiet, recorded = run(main())
+    assert played and kept_open and closed_when_quiet
     start, end = find_exact(recorded, clip[:4000]), find_exact(recorded, clip[-8000:])
     assert start is not None and end is not None, match_report(recorded, clip)
     # every sample played, in order, with the pause as a silent gap of about 0.6 s inside

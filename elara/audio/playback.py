@@ -2,7 +2,9 @@
 
 One callback stream stays open while clips keep coming (silence fills the gaps, so the sentences
 of one reply follow each other without reopening the device) and closes after `idle_close_seconds`
-without audio — or, with `keep_open` (echo cancellation on), stays open for good. The callback
+without audio — or, with `keep_open` (echo cancellation on), stays open through a conversation and
+closes only after `keep_open_idle_seconds` of quiet (an open stream's callbacks cost about 2 % of a
+core, most of a daemon's idle listening). The callback
 feeds queued clips in order and, when a clip's last sample goes out, reports when the device will
 have played it (on the stream's timeline, which the callbacks' output DAC times settle: `_anchor`),
 so `play()` returns when the clip was heard, not when it was handed over. Opening, closing and
@@ -30,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: callbacks over which a timeline's start is settled (≈0.5 s of 20 ms blocks)
 ANCHOR_CALLBACKS = 25
+#: a stream kept open for the echo canceller closes after this long without audio: past a
+#: conversation's pauses and a timer's rings, and its callbacks cost nothing while the house is quiet
+KEEP_OPEN_IDLE_SECONDS = 60.0
 
 
 def as_mono_int16(samples: np.ndarray) -> np.ndarray:
@@ -89,7 +94,8 @@ class Speaker:
     def __init__(self, device: int | str | None = None, *, idle_close_seconds: float = 0.5,
                  block_seconds: float = 0.02, latency: float | str = 0.1,
                  close_margin_seconds: float = 0.05, stall_slack_seconds: float = 3.0,
-                 history: PlaybackHistory | None = None, keep_open: bool = False) -> None:
+                 history: PlaybackHistory | None = None, keep_open: bool = False,
+                 keep_open_idle_seconds: float = KEEP_OPEN_IDLE_SECONDS) -> None:
         self._spec = device
         #: every block played, by when it was heard (the echo canceller's far-end reference)
         self.history = history
@@ -97,6 +103,8 @@ class Speaker:
         #: is queued): the echo canceller's reference then keeps one timeline, where every new
         #: stream's first time stamp would move it by milliseconds and make the canceller relearn
         self.keep_open = keep_open
+        #: … until nothing played for this long: then the next reply starts a new timeline
+        self.keep_open_idle_seconds = keep_open_idle_seconds
         #: while True the callback plays silence and holds its place in the queue (read by the
         #: audio thread: a plain bool, set and cleared by `pause` and `resume`)
         self.paused = False
@@ -224,6 +232,7 @@ class Speaker:
         if self.last_audio_end > now:
             self.last_audio_end = now
         if self.keep_open and out is not None and not out.dead:
+            self._schedule_idle_close()
             return  # silence from the next block on; the device's own buffer plays out
         async with self._lock():
             if self._out is not None:
@@ -407,11 +416,13 @@ class Speaker:
         log.debug("speaker: output stream closed%s", " (cut)" if abort else "")
 
     def _schedule_idle_close(self, delay: float | None = None) -> None:
-        if self._waiting or self._out is None or self.keep_open:
+        if self._waiting or self._out is None:
             return
         self._cancel_idle_close()
-        self._idle_handle = asyncio.get_running_loop().call_later(
-            self.idle_close_seconds if delay is None else delay, self._idle_close)
+        delay = self.idle_close_seconds if delay is None else delay
+        if self.keep_open:
+            delay = max(delay, self.keep_open_idle_seconds)
+        self._idle_handle = asyncio.get_running_loop().call_later(delay, self._idle_close)
 
     def _cancel_idle_close(self) -> None:
         if self._idle_handle is not None:
