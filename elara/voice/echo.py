@@ -31,7 +31,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -306,6 +306,16 @@ def is_speech_over_playback(near_rms: float, far_rms: float, erle_db: float, res
     return near_rms > max(far_rms * residual_ratio, 1.0) * 10 ** (margin_db / 20)
 
 
+class _HeardEcho(NamedTuple):
+    """Her latest frames (`near`, after `max_lag` zeros) against what she played (`far`), and
+    where her echo is in them: `lag` behind the reference, found with `clarity`."""
+
+    far: np.ndarray
+    near: np.ndarray
+    lag: int
+    clarity: float
+
+
 @dataclass
 class EchoCounters:
     """What the echo filter has done (for `elara status`)."""
@@ -352,6 +362,12 @@ class EchoFilter:
         self._remeasuring = False
         #: whether a `LearningCanceller` had handed over to speexdsp at the last frame
         self._switched = False
+        # Cleared when the speaker's timeline moves (a gap in her voice, an underrun) after the
+        # echo was learnt: her echo may then come milliseconds from where the filter learns it,
+        # uncancelled and as loud as a person, and nothing is known of it until she speaks again.
+        # Set once her voice shows her echo where the filter learns it (or it is realigned).
+        self._confirmed = True
+        self._timeline = history.moved_at  # the speaker's last timeline move, as last seen
         self._mic_rms = 0.0  # the last frame's level before cancelling, for the log
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
@@ -361,6 +377,7 @@ class EchoFilter:
         """The frame without Elara's echo (the same frame when nothing played lately)."""
         near = frame.samples
         count = len(near)
+        self._follow_timeline()
         start = self._reference_start(frame.captured_at - count / SAMPLE_RATE - self.input_latency,
                                       count) - self._shift
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
@@ -400,6 +417,8 @@ class EchoFilter:
                 self._measure_delay(far, near, far_rms)
         if speech_over_playback:
             self.moved()
+        if not self._confirmed and far_rms >= FAR_ACTIVE_RMS:
+            self._confirm()
         if self.counters.processed % 25 == 0:
             log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",
                       self.erle_db, None if self.delay_ms is None else round(self.delay_ms),
@@ -425,9 +444,62 @@ class EchoFilter:
 
     def settled(self, at: float) -> bool:
         """Has her echo path held still: the speaker's timeline for `TIMELINE_SETTLE_SECONDS`
-        before `at`, and since the reference was last realigned, long enough to measure again what
-        cancelling leaves of her voice? Until then that can be as loud as a person."""
-        return not self._remeasuring and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
+        before `at`, her echo seen where the filter learns it since the timeline last moved, and
+        since the reference was last realigned, long enough to measure again what cancelling leaves
+        of her voice? Until then that can be as loud as a person."""
+        return (self._confirmed and not self._remeasuring
+                and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS)
+
+    def _follow_timeline(self) -> None:
+        """A move of the speaker's timeline (a gap heard, a restarted stream) unconfirms her echo
+        path: a new timeline is anchored on its first callbacks, and where a busy machine's
+        callbacks put it, her echo may come 8 or 35 ms from where the filter learnt it. Nothing
+        plays while she is silent, so the move is only seen at her next reply's first frames."""
+        moved_at = self.history.moved_at
+        if moved_at == self._timeline:
+            return
+        self._timeline = moved_at
+        # heard on the old timeline
+        self._recent.clear()
+        self._far.clear()
+        self._near.clear()
+        self._collected = 0
+        if self._target is not None and self._confirmed:
+            self._confirmed = False
+            log.debug("echo: the speaker's timeline moved; her echo path is confirmed again before "
+                      "anything over her voice is taken for the person")
+
+    def _confirm(self) -> None:
+        """Is her echo, in her latest frames, plainly where the filter learns it? Then her echo
+        path is confirmed after a move of the speaker's timeline. (If it is plainly elsewhere,
+        `moved` realigns the reference, which confirms it too.)"""
+        if not self._hears_playback():
+            self._confirmed = True  # no echo to have moved
+            return
+        heard = self._recent_echo()
+        if heard is None:
+            return
+        assert self._target is not None
+        if heard.clarity >= MOVED_CLARITY and abs(heard.lag / SAMPLE_RATE - self._target) <= MOVED_SECONDS:
+            self._confirmed = True
+            log.debug("echo: her echo path confirmed where the filter learns it (clarity %.1f)", heard.clarity)
+        else:
+            self._realign_if_moved(heard)
+
+    def _recent_echo(self) -> _HeardEcho | None:
+        """Her latest frames against what she played, and where her echo is in them (a lag
+        behind the reference as read) and how clearly (`estimate_delay`); None with too few
+        frames or her voice too quiet."""
+        if self._target is None or len(self._recent) < MOVED_MIN_FRAMES:
+            return None
+        near = np.concatenate([n for _, n in self._recent])
+        # what she played from `_max_lag` before the first of these frames on: near sample t
+        # is far sample `_max_lag` + t, so that a lag of k is a delay of k samples
+        far = self.history.read(self._recent[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(near))
+        if _rms(far[self._max_lag:]) < FAR_ACTIVE_RMS:
+            return None
+        padded = np.concatenate([np.zeros(self._max_lag, dtype=near.dtype), near])
+        return _HeardEcho(far, padded, *estimate_delay(far, padded, self._max_lag, self._least_lag()))
 
     def person_over_playback(self, at: float) -> bool:
         """Is the speech in the last frame cleaned (captured at `at`) the person's, over her voice?
@@ -446,16 +518,12 @@ class EchoFilter:
         frames show a plain echo of what she played, but not where the filter learns it, so the
         frame is her voice uncancelled. The reference is then realigned at once, and what
         cancelling leaves of her voice measured again (`settled` is False until it is)."""
-        if (self._target is None or len(self._recent) < MOVED_MIN_FRAMES or not self._hears_playback()):
-            return False
-        near = np.concatenate([n for _, n in self._recent])
-        # what she played from `_max_lag` before the first of these frames on: near sample t
-        # is far sample `_max_lag` + t, so that a lag of k is a delay of k samples
-        far = self.history.read(self._recent[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(near))
-        if _rms(far[self._max_lag:]) < FAR_ACTIVE_RMS:
-            return False
-        padded = np.concatenate([np.zeros(self._max_lag, dtype=near.dtype), near])
-        lag, clarity = estimate_delay(far, padded, self._max_lag, self._least_lag())
+        heard = self._recent_echo() if self._hears_playback() else None
+        return heard is not None and self._realign_if_moved(heard)
+
+    def _realign_if_moved(self, heard: _HeardEcho) -> bool:
+        far, padded, lag, clarity = heard
+        assert self._target is not None
         if clarity < MOVED_CLARITY or abs(lag / SAMPLE_RATE - self._target) <= MOVED_SECONDS:
             return False
         last = MOVED_LIKENESS_FRAMES * len(self._recent[-1][1])
@@ -502,6 +570,7 @@ class EchoFilter:
         self._heard.clear()
         self._recent.clear()
         self._remeasuring = self._switched = False
+        self._confirmed, self._timeline = True, self.history.moved_at
         with self._lock:
             self.canceller.reset()
         self.erle_db, self.delay_ms = 0.0, None
@@ -548,8 +617,10 @@ class EchoFilter:
 
     def _realign(self, delay: float) -> None:
         """Read the reference so that an echo `delay` behind the stamps stays where the filter
-        learns it; what cancelling left of her voice before no longer holds."""
+        learns it; what cancelling left of her voice before no longer holds. Her echo path is
+        confirmed: it was measured where it is now."""
         assert self._target is not None
+        self._confirmed = True
         shift = delay - self._target
         if abs(shift - self._shift) > REALIGN_SECONDS:
             log.debug("echo reference shifted by %.1f ms", (shift - self._shift) * 1000)
