@@ -357,12 +357,14 @@ def test_when_speexdsp_takes_over_what_it_leaves_of_her_voice_is_measured_anew()
     assert echo.settled(stamp) and echo.residual_ratio() == pytest.approx(10 ** (-30 / 20), rel=0.01)
 
 
-@pytest.mark.parametrize("move_ms", [0, 8])
-def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_is_confirmed(far, move_ms):
+@pytest.mark.parametrize("underrun, move_ms, jump_ms", [(True, 0, 0), (True, 8, 0), (False, 0, 40)])
+def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_is_confirmed(
+        far, underrun, move_ms, jump_ms):
     """An underrun while she was silent started the speaker on a new timeline, anchored 8 ms off
     (a CI run: her next reply, uncancelled, passed for the person going on and was dropped) or
-    right. Two seconds later her next reply begins: until her first frames show her echo where
-    the filter learns it (or it is realigned), nothing over her voice is the person's."""
+    right; or a stalled capture's stamps jumped 40 ms. Two seconds later her next reply begins:
+    until her first frames show her echo where the filter learns it (or it is realigned), nothing
+    over her voice is the person's."""
     gap = np.zeros(2 * SAMPLE_RATE, dtype=np.int16)
     played = np.concatenate([far, gap, far])
     second = len(far) + len(gap)
@@ -374,10 +376,11 @@ def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_i
     echo = EchoFilter(SpeexCanceller(), history)
     confirmed_at, in_a_row, most_in_a_row = None, 0, 0
     for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
-        stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
+        stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE + (jump_ms / 1000 if i >= len(far) + SAMPLE_RATE else 0.0)
         if len(far) <= i < len(far) + FRAME_SAMPLES:
             assert echo.settled(stamp)  # the first reply: learnt
-            history.moved_at = stamp  # the gap's new timeline, settled long before the next reply
+            if underrun:
+                history.moved_at = stamp  # the gap's new timeline, settled long before the next reply
         echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
         if i >= second and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
             # her own voice, as the going-on check asks of each frame of speech
@@ -386,7 +389,7 @@ def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_i
             if confirmed_at is None and echo.settled(stamp):
                 confirmed_at = (i - second) // FRAME_SAMPLES
     assert most_in_a_row < 3 and confirmed_at is not None
-    if move_ms:
+    if move_ms or jump_ms:
         assert echo.counters.moved + echo.counters.realigned >= 1
-    else:  # confirmed at her first frames, without a realignment
+    else:  # no move: confirmed at her first frames, without a realignment
         assert echo.counters.realigned == 0 and 0 < confirmed_at <= 6, confirmed_at

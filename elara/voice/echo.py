@@ -439,6 +439,7 @@ class EchoFilter:
                 return expected
             self.counters.resyncs += 1
             self._recent.clear()  # its frames no longer follow on from these
+            self._unconfirm("the microphone's stamps jumped")
         self._cursor = stamped
         return stamped
 
@@ -453,8 +454,9 @@ class EchoFilter:
     def _follow_timeline(self) -> None:
         """A move of the speaker's timeline (a gap heard, a restarted stream) unconfirms her echo
         path: a new timeline is anchored on its first callbacks, and where a busy machine's
-        callbacks put it, her echo may come 8 or 35 ms from where the filter learnt it. Nothing
-        plays while she is silent, so the move is only seen at her next reply's first frames."""
+        callbacks put it, her echo may come 8 or 35 ms from where the filter learnt it (as may a
+        jump of the microphone's stamps, `_reference_start`). Nothing plays while she is silent,
+        so the move is only seen at her next reply's first frames."""
         moved_at = self.history.moved_at
         if moved_at == self._timeline:
             return
@@ -464,10 +466,15 @@ class EchoFilter:
         self._far.clear()
         self._near.clear()
         self._collected = 0
+        self._unconfirm("the speaker's timeline moved")
+
+    def _unconfirm(self, why: str) -> None:
+        """Her echo may have moved under the filter: confirm it again before anything over her
+        voice is taken for the person."""
         if self._target is not None and self._confirmed:
             self._confirmed = False
-            log.debug("echo: the speaker's timeline moved; her echo path is confirmed again before "
-                      "anything over her voice is taken for the person")
+            log.debug("echo: %s; her echo path is confirmed again before anything over her voice "
+                      "is taken for the person", why)
 
     def _confirm(self) -> None:
         """Is her echo, in her latest frames, plainly where the filter learns it? Then her echo
