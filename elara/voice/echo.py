@@ -19,7 +19,10 @@ continuous stream. The delay is shown in `elara status`. Frames captured while n
 played for `tail_seconds` pass through untouched.
 
 `is_barge_in` is the pure decision whether a wake word (or a "stop") heard while Elara speaks is
-the user: the cleaned microphone must be louder than what could be left of her own voice.
+the user: the cleaned microphone must be louder than what could be left of her own voice — unless
+her own voice can't be in the microphone at all (`could_be_her_voice`: it was silent while she
+spoke, or what it heard is not like what she played at any lag in the echo's delay range), as in a
+headset, where it is the user's from the first frame after start-up.
 """
 
 from __future__ import annotations
@@ -85,6 +88,18 @@ MOVED_LIKENESS = 2.0
 MOVED_MIN_LIKENESS = 0.15
 #: … over her latest frames alone (a move in the window's middle leaves its start alike at the old)
 MOVED_LIKENESS_FRAMES = 2
+
+
+#: whether her own voice can be in a stretch of the microphone (`could_be_her_voice`): it is as
+#: much like what she played, at its best lag in the echo's delay range, as this (normalized
+#: correlation; her echo alone measured 1.0 through a loopback, 0.6-0.9 across a simulated room,
+#: 0.2-0.85 in a very reverberant one, and a person alone over her at most 0.27, mostly under 0.13)
+HEARD_LIKENESS = 0.2
+#: … or her echo is this plain in it (`estimate_delay`'s clarity: her echo alone 15 and more, a
+#: person alone over her mostly under 9, at most 19)
+HEARD_CLARITY = 12.0
+#: the microphone frames kept, before cancelling, to tell whether it hears her (≈2.5 s)
+HEARD_FRAMES = 32
 
 
 #: far-active frames over which what cancelling leaves of her voice is measured (≈5 s of her voice)
@@ -316,6 +331,87 @@ class _HeardEcho(NamedTuple):
     clarity: float
 
 
+def could_be_her_voice(likeness: float, clarity: float, silent_while_she_spoke: bool) -> bool:
+    """Could her own voice be what the microphone heard over a stretch? Not if it stayed silent
+    through a frame while she spoke (plainly, all through the echo's delay range before it):
+    then it does not hear her at all (a headset); nor if what it heard is not like what she played
+    (`likeness`, normalized correlation at its best lag) and shows no plain echo of it
+    (`clarity`)."""
+    if silent_while_she_spoke:
+        return False
+    return likeness >= HEARD_LIKENESS or clarity >= HEARD_CLARITY
+
+
+def echo_likeness(far: np.ndarray, near: np.ndarray, min_lag: int, max_lag: int) -> float:
+    """How much `near` is `far` some lag late (`min_lag` … `max_lag` samples; `far` starts
+    `max_lag` samples before `near` and runs on `-min_lag` after it): the largest normalized
+    correlation over those lags."""
+    near = near.astype(np.float64)
+    far = far.astype(np.float64)
+    count = len(near)
+    size = 1 << (len(far) + count - 1).bit_length()
+    correlation = np.fft.irfft(np.fft.rfft(far, size) * np.conj(np.fft.rfft(near, size)), size)
+    offsets = max_lag - np.arange(min_lag, max_lag + 1)  # where in `far` each lag's match starts
+    energy = np.concatenate([[0.0], np.cumsum(far * far)])
+    far_energy = energy[np.minimum(offsets + count, len(far))] - energy[offsets]
+    near_energy = float(np.dot(near, near))
+    alike = np.abs(correlation[offsets]) / np.sqrt(near_energy * far_energy + 1e-9)
+    return float(alike.max()) if len(alike) else 0.0
+
+
+class HeardPlayback:
+    """The microphone's latest frames before cancelling, each with where its reference starts in
+    what she played: whether her own voice can be in them, from the first frame after start-up
+    (a microphone that does not hear the speaker is only known so after seconds of her voice)."""
+
+    def __init__(self, history: PlaybackHistory, max_lag: int) -> None:
+        self.history = history
+        self.max_lag = max_lag
+        self._frames: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=HEARD_FRAMES)
+        self._lock = threading.Lock()  # kept from the cleaning thread, read from the event loop's
+
+    def keep(self, start: float, near: np.ndarray) -> None:
+        """One more frame as the microphone heard it, its reference starting at `start`."""
+        with self._lock:
+            self._frames.append((start, near))
+
+    def clear(self) -> None:
+        """Forget the frames (a new microphone, or its stamps jumped)."""
+        with self._lock:
+            self._frames.clear()
+
+    def could_be_her(self, frames: int, min_lag: int) -> bool:
+        """Could her own voice be in the microphone over its last `frames` frames (her echo at
+        `min_lag` … `max_lag` samples behind the reference)? See `could_be_her_voice`."""
+        with self._lock:
+            kept = list(self._frames)
+        window = kept[-frames:]
+        if not window:
+            return True
+        near = np.concatenate([n for _, n in window])
+        far = self.history.read(window[0][0] - self.max_lag / SAMPLE_RATE, self.max_lag + len(near) - min(min_lag, 0))
+        if _rms(far) < FAR_ACTIVE_RMS:
+            return False  # she was silent all through: her echo can't be there
+        padded = np.concatenate([np.zeros(self.max_lag, dtype=near.dtype), near])
+        _, clarity = estimate_delay(far[:len(padded)], padded, self.max_lag, min_lag)
+        return could_be_her_voice(echo_likeness(far, near, min_lag, self.max_lag), clarity,
+                                  self._silent_while_she_spoke(kept, min_lag))
+
+    def _silent_while_she_spoke(self, kept: list[tuple[float, np.ndarray]], min_lag: int) -> bool:
+        """Was the microphone silent, under `UNHEARD_PLAYBACK_DB` of her level, through one of its
+        kept frames while she spoke all through the echo's delay range before it (its quietest
+        80 ms there)? Her echo, at any delay in the range, would have been heard."""
+        least_audible = 10 ** (UNHEARD_PLAYBACK_DB / 20)
+        for start, near in kept:
+            count = len(near)
+            far = self.history.read(start - self.max_lag / SAMPLE_RATE, self.max_lag + count - min(min_lag, 0))
+            blocks = far[:len(far) // count * count].reshape(-1, count).astype(np.float64)
+            least = float(np.sqrt(np.mean(np.square(blocks), axis=1)).min()) if len(blocks) else 0.0
+            if least >= FAR_ACTIVE_RMS and _rms(near) < least * least_audible:
+                return True
+        return False
+
+
 @dataclass
 class EchoCounters:
     """What the echo filter has done (for `elara status`)."""
@@ -344,6 +440,8 @@ class EchoFilter:
         self.delay_ms: float | None = None
         self._lock = threading.Lock()  # the canceller is not thread-safe
         self._max_lag = round(max_delay_seconds * SAMPLE_RATE)
+        #: the microphone's latest frames before cancelling, for `could_be_her`
+        self.heard = HeardPlayback(history, self._max_lag)
         self._window = round(delay_window_seconds * SAMPLE_RATE)
         self._far: collections.deque[np.ndarray] = collections.deque()
         self._near: collections.deque[np.ndarray] = collections.deque()
@@ -380,6 +478,7 @@ class EchoFilter:
         self._follow_timeline()
         start = self._reference_start(frame.captured_at - count / SAMPLE_RATE - self.input_latency,
                                       count) - self._shift
+        self.heard.keep(start, near)
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
             self.counters.passed += 1
             self._mic_rms = _rms(near)
@@ -439,6 +538,7 @@ class EchoFilter:
                 return expected
             self.counters.resyncs += 1
             self._recent.clear()  # its frames no longer follow on from these
+            self.heard.clear()
             self._unconfirm("the microphone's stamps jumped")
         self._cursor = stamped
         return stamped
@@ -548,6 +648,13 @@ class EchoFilter:
         self.counters.moved += 1
         return True
 
+    def could_be_her(self, frames: int) -> bool:
+        """Could her own voice be in what the microphone heard over its last `frames` frames?
+        Not where it was measured not to hear her at all (`_hears_playback`), nor where those
+        frames (and the ones kept before them) show it can't (`HeardPlayback`): then whatever
+        is heard over her is the person's, however loud she is."""
+        return self._hears_playback() and self.heard.could_be_her(frames, self._least_lag())
+
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
         recent = list(self._levels)[-frames:]
@@ -576,6 +683,7 @@ class EchoFilter:
         self._residuals.clear()
         self._heard.clear()
         self._recent.clear()
+        self.heard.clear()
         self._remeasuring = self._switched = False
         self._confirmed, self._timeline = True, self.history.moved_at
         with self._lock:
