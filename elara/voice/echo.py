@@ -342,21 +342,29 @@ def could_be_her_voice(likeness: float, clarity: float, silent_while_she_spoke: 
     return likeness >= HEARD_LIKENESS or clarity >= HEARD_CLARITY
 
 
-def echo_likeness(far: np.ndarray, near: np.ndarray, min_lag: int, max_lag: int) -> float:
+def echo_likeness(far: np.ndarray, near: np.ndarray, min_lag: int, max_lag: int) -> tuple[float, float]:
     """How much `near` is `far` some lag late (`min_lag` … `max_lag` samples; `far` starts
     `max_lag` samples before `near` and runs on `-min_lag` after it): the largest normalized
-    correlation over those lags."""
+    correlation over those lags, and how plain an echo GCC-PHAT finds (its peak over the mean of
+    the rest, as `estimate_delay` measures it)."""
     near = near.astype(np.float64)
     far = far.astype(np.float64)
     count = len(near)
     size = 1 << (len(far) + count - 1).bit_length()
-    correlation = np.fft.irfft(np.fft.rfft(far, size) * np.conj(np.fft.rfft(near, size)), size)
+    spectrum = np.fft.rfft(far, size) * np.conj(np.fft.rfft(near, size))
     offsets = max_lag - np.arange(min_lag, max_lag + 1)  # where in `far` each lag's match starts
+    if not len(offsets):
+        return 0.0, 0.0
+    correlation = np.fft.irfft(spectrum, size)[offsets]
     energy = np.concatenate([[0.0], np.cumsum(far * far)])
     far_energy = energy[np.minimum(offsets + count, len(far))] - energy[offsets]
-    near_energy = float(np.dot(near, near))
-    alike = np.abs(correlation[offsets]) / np.sqrt(near_energy * far_energy + 1e-9)
-    return float(alike.max()) if len(alike) else 0.0
+    alike = np.abs(correlation) / np.sqrt(float(np.dot(near, near)) * far_energy + 1e-9)
+    magnitude = np.abs(spectrum)
+    phat = np.fft.irfft(spectrum / np.where(magnitude > 1e-9, magnitude, 1.0), size)[offsets]
+    best = int(np.argmax(phat))
+    rest = np.delete(np.abs(phat), best)
+    clarity = float(phat[best] / (rest.mean() + 1e-12)) if len(rest) else 0.0
+    return float(alike.max()), clarity
 
 
 class HeardPlayback:
@@ -369,6 +377,9 @@ class HeardPlayback:
         self.max_lag = max_lag
         self._frames: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=HEARD_FRAMES)
         self._lock = threading.Lock()  # kept from the cleaning thread, read from the event loop's
+        #: the last answer, by what it was asked over (the "stop" spotter and the wake gate may
+        #: both ask of one frame, and each look costs milliseconds)
+        self._answered: tuple[tuple[float, int, int], bool] | None = None
 
     def keep(self, start: float, near: np.ndarray) -> None:
         """One more frame as the microphone heard it, its reference starting at `start`."""
@@ -379,6 +390,7 @@ class HeardPlayback:
         """Forget the frames (a new microphone, or its stamps jumped)."""
         with self._lock:
             self._frames.clear()
+            self._answered = None
 
     def could_be_her(self, frames: int, min_lag: int) -> bool:
         """Could her own voice be in the microphone over its last `frames` frames (her echo at
@@ -388,28 +400,42 @@ class HeardPlayback:
         window = kept[-frames:]
         if not window:
             return True
+        asked = (window[-1][0], len(window), min_lag)
+        if self._answered is not None and self._answered[0] == asked:
+            return self._answered[1]
+        answer = self._could_be_her(kept, window, min_lag)
+        self._answered = (asked, answer)
+        return answer
+
+    def _could_be_her(self, kept: list[tuple[float, np.ndarray]], window: list[tuple[float, np.ndarray]],
+                      min_lag: int) -> bool:
         near = np.concatenate([n for _, n in window])
         far = self.history.read(window[0][0] - self.max_lag / SAMPLE_RATE, self.max_lag + len(near) - min(min_lag, 0))
         if _rms(far) < FAR_ACTIVE_RMS:
             return False  # she was silent all through: her echo can't be there
-        padded = np.concatenate([np.zeros(self.max_lag, dtype=near.dtype), near])
-        _, clarity = estimate_delay(far[:len(padded)], padded, self.max_lag, min_lag)
-        return could_be_her_voice(echo_likeness(far, near, min_lag, self.max_lag), clarity,
-                                  self._silent_while_she_spoke(kept, min_lag))
+        if self._silent_while_she_spoke(kept, min_lag):
+            return could_be_her_voice(0.0, 0.0, True)  # no need to look further
+        likeness, clarity = echo_likeness(far, near, min_lag, self.max_lag)
+        return could_be_her_voice(likeness, clarity, False)
 
     def _silent_while_she_spoke(self, kept: list[tuple[float, np.ndarray]], min_lag: int) -> bool:
         """Was the microphone silent, under `UNHEARD_PLAYBACK_DB` of her level, through one of its
         kept frames while she spoke all through the echo's delay range before it (its quietest
         80 ms there)? Her echo, at any delay in the range, would have been heard."""
-        least_audible = 10 ** (UNHEARD_PLAYBACK_DB / 20)
-        for start, near in kept:
-            count = len(near)
-            far = self.history.read(start - self.max_lag / SAMPLE_RATE, self.max_lag + count - min(min_lag, 0))
-            blocks = far[:len(far) // count * count].reshape(-1, count).astype(np.float64)
-            least = float(np.sqrt(np.mean(np.square(blocks), axis=1)).min()) if len(blocks) else 0.0
-            if least >= FAR_ACTIVE_RMS and _rms(near) < least * least_audible:
-                return True
-        return False
+        count = len(kept[0][1])
+        if any(len(near) != count for _, near in kept):
+            return False
+        # what she played, a frame at a time, from the echo's longest delay before the first
+        # frame kept to its shortest after the last (the frames follow on: `clean` clears them
+        # where its reference does not)
+        before = -(-self.max_lag // count)
+        after = -(-max(-min_lag, 0) // count)
+        far = self.history.read(kept[0][0] - before * count / SAMPLE_RATE, (before + len(kept) + after) * count)
+        levels = np.sqrt(np.mean(np.square(far.reshape(-1, count).astype(np.float64)), axis=1))
+        span = before + 1 + after  # the far frames each microphone frame's echo may come from
+        least = np.lib.stride_tricks.sliding_window_view(levels, span).min(axis=1)[:len(kept)]
+        heard = np.array([_rms(near) for _, near in kept])
+        return bool(np.any((least >= FAR_ACTIVE_RMS) & (heard < least * 10 ** (UNHEARD_PLAYBACK_DB / 20))))
 
 
 @dataclass
