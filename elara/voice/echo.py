@@ -506,6 +506,10 @@ class EchoFilter:
                                       count) - self._shift
         self.heard.keep(start, near)
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
+            # Her next reply is confirmed before anything over it is the person's: between
+            # replies her echo path may move unseen (a loopback re-timed after an underrun in
+            # the sound server moved it 35 ms, with no gap in our own timeline).
+            self._unconfirm("she fell silent")
             self.counters.passed += 1
             self._mic_rms = _rms(near)
             self._levels.append((self._mic_rms, 0.0))
@@ -589,6 +593,7 @@ class EchoFilter:
         self._timeline = moved_at
         # heard on the old timeline
         self._recent.clear()
+        self.heard.clear()
         self._far.clear()
         self._near.clear()
         self._collected = 0
@@ -678,7 +683,12 @@ class EchoFilter:
         """Could her own voice be in what the microphone heard over its last `frames` frames?
         Not where it was measured not to hear her at all (`_hears_playback`), nor where those
         frames (and the ones kept before them) show it can't (`HeardPlayback`): then whatever
-        is heard over her is the person's, however loud she is."""
+        is heard over her is the person's, however loud she is. Always while her echo path is
+        unconfirmed after a move (`settled`): what she played is then read at the wrong time, and
+        a microphone that hears her may seem silent while she spoke (a wake over her own reply,
+        just after the microphone's stamps jumped)."""
+        if not self._confirmed:
+            return True
         return self._hears_playback() and self.heard.could_be_her(frames, self._least_lag())
 
     def recent_levels(self, frames: int) -> tuple[float, float]:
