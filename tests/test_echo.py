@@ -6,14 +6,18 @@ import pytest
 
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
 from elara.audio.reference import PlaybackHistory
+from elara.skills.announcements import chime
 from elara.voice.echo import (
     CANCELLERS,
     FAR_ACTIVE_RMS,
     RESIDUAL_MIN_FRAMES,
     SETTLE_FRAMES,
     EchoFilter,
+    HeardPlayback,
     LearningCanceller,
     SpeexCanceller,
+    could_be_her_voice,
+    echo_likeness,
     is_barge_in,
     is_speech_over_playback,
     make_canceller,
@@ -355,3 +359,110 @@ def test_when_speexdsp_takes_over_what_it_leaves_of_her_voice_is_measured_anew()
         stamp += FRAME
         echo.clean(AudioFrame(near, stamp))
     assert echo.settled(stamp) and echo.residual_ratio() == pytest.approx(10 ** (-30 / 20), rel=0.01)
+
+
+@pytest.mark.parametrize("underrun, move_ms, jump_ms", [(True, 0, 0), (True, 8, 0), (False, 0, 40)])
+def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_is_confirmed(
+        far, underrun, move_ms, jump_ms):
+    """An underrun while she was silent started the speaker on a new timeline, anchored 8 ms off
+    (a CI run: her next reply, uncancelled, passed for the person going on and was dropped) or
+    right; or a stalled capture's stamps jumped 40 ms. Two seconds later her next reply begins:
+    until her first frames show her echo where the filter learns it (or it is realigned), nothing
+    over her voice is the person's."""
+    gap = np.zeros(2 * SAMPLE_RATE, dtype=np.int16)
+    played = np.concatenate([far, gap, far])
+    second = len(far) + len(gap)
+    history = PlaybackHistory(seconds=60)
+    for i in range(0, len(played), 320):
+        late = move_ms / 1000 if i >= second else 0.0  # stamped early: her echo comes later
+        history.write(100.0 + i / SAMPLE_RATE - late, played[i:i + 320], SAMPLE_RATE)
+    mic = room(played, 60, 0.5) + np.random.default_rng(4).standard_normal(len(played)) * 30
+    echo = EchoFilter(SpeexCanceller(), history)
+    confirmed_at, in_a_row, most_in_a_row = None, 0, 0
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE + (jump_ms / 1000 if i >= len(far) + SAMPLE_RATE else 0.0)
+        if len(far) <= i < len(far) + FRAME_SAMPLES:
+            assert echo.settled(stamp)  # the first reply: learnt
+            if underrun:
+                history.moved_at = stamp  # the gap's new timeline, settled long before the next reply
+        echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
+        if i >= second and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
+            # her own voice, as the going-on check asks of each frame of speech
+            in_a_row = in_a_row + 1 if echo.person_over_playback(stamp) else 0
+            most_in_a_row = max(most_in_a_row, in_a_row)
+            if confirmed_at is None and echo.settled(stamp):
+                confirmed_at = (i - second) // FRAME_SAMPLES
+    assert most_in_a_row < 3 and confirmed_at is not None
+    if move_ms or jump_ms:
+        assert echo.counters.moved + echo.counters.realigned >= 1
+    else:  # no move: confirmed at her first frames, without a realignment
+        assert echo.counters.realigned == 0 and 0 < confirmed_at <= 6, confirmed_at
+
+
+@pytest.mark.parametrize("likeness, clarity, silent, hers", [
+    (1.0, 300.0, False, True),  # her echo through a loopback
+    (0.35, 9.0, False, True),  # across a reverberant room
+    (0.15, 20.0, False, True),  # … a plain echo, little alike at any one lag
+    (0.1, 8.0, False, False),  # like nothing she played: a person alone
+    (1.0, 300.0, True, False),  # silent through a frame while she spoke: it does not hear her
+])
+def test_whether_her_voice_could_be_in_the_microphone(likeness, clarity, silent, hers):
+    assert could_be_her_voice(likeness, clarity, silent) is hers
+
+
+def test_echo_likeness_finds_her_voice_at_any_lag_in_the_range(far):
+    near, lead = far[20_000:30_000], 6400
+    for lag in (0, 960, 6400):  # what she played, `lead` before `near` on, heard `lag` late
+        played = far[20_000 - lead + lag:30_000 + lag]
+        assert echo_likeness(played, near, 0, lead)[0] > 0.999, lag
+    person = voice_clips.espeak_speech("Stop. Hey Jarvis, stop.", voice="en-gb")[:len(near)]
+    assert echo_likeness(far[20_000 - lead:20_000 + len(person)], person, 0, lead)[0] < 0.2
+
+
+def heard(far_played: np.ndarray, mic: np.ndarray, frames: int) -> bool:
+    """Whether her voice could be in the last `frames` frames of `mic`, kept frame by frame as
+    the echo filter keeps them while `far_played` plays."""
+    history = PlaybackHistory(seconds=60)
+    for i in range(0, len(far_played), 320):
+        history.write(100.0 + i / SAMPLE_RATE, far_played[i:i + 320], SAMPLE_RATE)
+    kept = HeardPlayback(history, 6400)
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        kept.keep(100.0 + i / SAMPLE_RATE, mic[i:i + FRAME_SAMPLES].astype(np.int16))
+    return kept.could_be_her(frames, 0)
+
+
+@pytest.fixture(scope="module")
+def ring() -> np.ndarray:
+    """A timer ringing: the chime, then her voice."""
+    return voice_clips.concat(chime(SAMPLE_RATE).samples, voice_clips.piper_speech("Your timer for three seconds is done."))
+
+
+@pytest.mark.parametrize("voice", ["piper", "en-gb", "en-us+f3"])
+@pytest.mark.parametrize("at", [0.3, 1.0, 1.8])
+@pytest.mark.parametrize("text", ["Stop.", "Hey Jarvis."])
+def test_a_phrase_over_her_in_a_microphone_that_does_not_hear_her_is_not_hers(ring, voice, at, text):
+    """A headset: "Stop." or "Hey Jarvis." over a ringing timer, from its first frames (nothing
+    measured yet), and the frames spoken over plus three before (what the "stop" reader checks)."""
+    person = voice_clips.piper_speech(text) if voice == "piper" else voice_clips.espeak_speech(text, voice=voice)
+    begin = int(at * SAMPLE_RATE)
+    mic = np.zeros(begin + len(person) + FRAME_SAMPLES)
+    mic[begin:begin + len(person)] = person
+    mic += np.random.default_rng(1).standard_normal(len(mic)) * 30
+    frames = len(person) // FRAME_SAMPLES + 4
+    assert not heard(ring, mic[:len(ring)], frames)
+
+
+@pytest.mark.parametrize("path", ["loopback", "room"])
+@pytest.mark.parametrize("at", [0.3, 1.0, 1.8])
+def test_her_own_voice_in_the_microphone_could_be_hers_with_or_without_a_person_over_it(ring, path, at):
+    """Through a loopback, or a room: her echo alone, or a person over it (then it is the level of
+    what stands above her echo that says whose it is)."""
+    echo = (np.concatenate([np.zeros(960), ring[:-960]]) * 0.5 if path == "loopback" else room(ring, 60, 0.5))
+    person = voice_clips.espeak_speech("Stop.", voice="en-gb")
+    begin = int(at * SAMPLE_RATE)
+    frames = len(person) // FRAME_SAMPLES + 4
+    end = begin + len(person) + FRAME_SAMPLES
+    over = echo.copy()
+    over[begin:begin + len(person)] += person
+    assert heard(ring, echo[:end], frames)
+    assert heard(ring, over[:end], frames)

@@ -977,15 +977,24 @@ class RecordingPlayer(FakePlayer):
         return await super().play(clip)
 
 
-def echo_rig(**options: object) -> Rig:
+class HeardEchoFilter(EchoFilter):
+    """An echo filter on a microphone that hears her voice: the frames the tests make stand for
+    her echo, with whatever is said over it (they are not her voice, so the filter can't tell)."""
+
+    def could_be_her(self, frames: int) -> bool:
+        return True
+
+
+def echo_rig(*, mic_hears_her: bool = True, **options: object) -> Rig:
     clock = Clock(1000.0)
     history = PlaybackHistory()
     synthesizer, player = LoudSynthesizer(), RecordingPlayer(history, clock)
     model, store, microphone = FakeModel(), ListStore(), FakeMicrophone()
+    echo = (HeardEchoFilter if mic_hears_her else EchoFilter)(PassCanceller(), history)
     parts = replace(make_parts(synthesizer=synthesizer, player=player, model=model, store=store,
                                microphone=microphone, clock=clock, barge_in=True,
                                **options),  # type: ignore[arg-type]
-                    echo=EchoFilter(PassCanceller(), history))
+                    echo=echo)
     loop = VoiceLoop(parts, clock=clock)
     return Rig(loop, clock, parts.wake, parts.transcriber, synthesizer, player, model,  # type: ignore[arg-type]
                store, microphone)
@@ -1084,11 +1093,14 @@ def stop_rig(reply: str = "Paris is the capital. It is lovely.") -> Rig:
     return rig
 
 
-async def speak_over_her(rig: Rig, phrase: int, loudness: int, seconds: float = 0.4) -> str:
-    """While her first sentence plays: the phrase, then a silent frame; the state after the check."""
+async def speak_over_her(rig: Rig, phrase: int, loudness: int, seconds: float = 0.4, after: float = 0.0) -> str:
+    """While her first sentence plays (`after` seconds into it, the microphone silent until then):
+    the phrase, then a silent frame; the state after the check."""
     rig.player.hold = asyncio.Event()
     await run_loop(rig, [WAKE] + say(0) + quiet(0.7), wait=False)
     await until(rig, d.SPEAKING)
+    for _ in range(round(after / FRAME)):
+        await rig.loop.on_frame(rig.frame(SILENCE))
     for _ in range(round(seconds / FRAME)):
         await rig.loop.on_frame(phrase_frame(rig, phrase, loudness))
     await rig.loop.on_frame(rig.frame(SILENCE))
@@ -1101,6 +1113,20 @@ async def speak_over_her(rig: Rig, phrase: int, loudness: int, seconds: float = 
     rig.player.hold = None
     await settle(rig)
     return state
+
+
+@pytest.mark.parametrize("phrase, state", [(STOP, d.IDLE), (WAKE_PHRASE_ONLY, d.LISTENING)])
+def test_over_her_voice_a_microphone_that_does_not_hear_her_hears_only_the_person(phrase, state):
+    """A headset: nothing of her voice in the microphone while she speaks, from her first reply
+    on (before anything was measured). "Stop." or the wake phrase said over her, not as loud as she
+    plays, is the person's (in an acceptance run both were put down to her own voice, and a
+    timer rang on)."""
+    rig = stop_rig()
+    rig.loop.parts = replace(rig.loop.parts, echo=EchoFilter(PassCanceller(), rig.loop.parts.echo.history))
+    assert asyncio.run(speak_over_her(rig, phrase, loudness=2000, after=0.64)) == state
+    counters = rig.loop.status()["counters"]
+    assert (counters["stops"], counters["barge_ins"]) == ((1, 0) if phrase == STOP else (0, 1))
+    assert counters["self_stops_suppressed"] == counters["self_wakes_suppressed"] == 0
 
 
 def test_stop_said_over_her_reply_silences_it_without_a_turn():

@@ -13,10 +13,13 @@ PLAYED_WORDS_SECONDS = 3.0
 
 
 def playback_explains(name: str, near: float, far: float, played_words: str,
-                      echo: EchoFilter | None) -> str | None:
+                      echo: EchoFilter | None, could_be_her: bool = True) -> str | None:
     """Why her own voice could explain wake word `name` heard over it (None: it is the person's).
-    It is the person's only if louder (`near`, the cleaned microphone) than what cancelling can
-    leave of hers (`far`, what she played), and never just after she said the name herself."""
+    Where the microphone can't have heard her voice (`could_be_her` False: `EchoFilter.could_be_her`)
+    it is the person's. Else only if louder (`near`, the cleaned microphone) than what cancelling
+    can leave of hers (`far`, what she played), and never just after she said the name herself."""
+    if not could_be_her:
+        return None
     if names_wake_word(played_words, name, similarity=PLAYED_NAME_SIMILARITY):
         return "she just said it"
     if echo is not None and not is_barge_in(near, far, echo.erle_db):

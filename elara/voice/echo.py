@@ -19,7 +19,10 @@ continuous stream. The delay is shown in `elara status`. Frames captured while n
 played for `tail_seconds` pass through untouched.
 
 `is_barge_in` is the pure decision whether a wake word (or a "stop") heard while Elara speaks is
-the user: the cleaned microphone must be louder than what could be left of her own voice.
+the user: the cleaned microphone must be louder than what could be left of her own voice — unless
+her own voice can't be in the microphone at all (`could_be_her_voice`: it was silent while she
+spoke, or what it heard is not like what she played at any lag in the echo's delay range), as in a
+headset, where it is the user's from the first frame after start-up.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -85,6 +88,18 @@ MOVED_LIKENESS = 2.0
 MOVED_MIN_LIKENESS = 0.15
 #: … over her latest frames alone (a move in the window's middle leaves its start alike at the old)
 MOVED_LIKENESS_FRAMES = 2
+
+
+#: whether her own voice can be in a stretch of the microphone (`could_be_her_voice`): it is as
+#: much like what she played, at its best lag in the echo's delay range, as this (normalized
+#: correlation; her echo alone measured 1.0 through a loopback, 0.6-0.9 across a simulated room,
+#: 0.2-0.85 in a very reverberant one, and a person alone over her at most 0.27, mostly under 0.13)
+HEARD_LIKENESS = 0.2
+#: … or her echo is this plain in it (`estimate_delay`'s clarity: her echo alone 15 and more, a
+#: person alone over her mostly under 9, at most 19)
+HEARD_CLARITY = 12.0
+#: the microphone frames kept, before cancelling, to tell whether it hears her (≈2.5 s)
+HEARD_FRAMES = 32
 
 
 #: far-active frames over which what cancelling leaves of her voice is measured (≈5 s of her voice)
@@ -306,6 +321,123 @@ def is_speech_over_playback(near_rms: float, far_rms: float, erle_db: float, res
     return near_rms > max(far_rms * residual_ratio, 1.0) * 10 ** (margin_db / 20)
 
 
+class _HeardEcho(NamedTuple):
+    """Her latest frames (`near`, after `max_lag` zeros) against what she played (`far`), and
+    where her echo is in them: `lag` behind the reference, found with `clarity`."""
+
+    far: np.ndarray
+    near: np.ndarray
+    lag: int
+    clarity: float
+
+
+def could_be_her_voice(likeness: float, clarity: float, silent_while_she_spoke: bool) -> bool:
+    """Could her own voice be what the microphone heard over a stretch? Not if it stayed silent
+    through a frame while she spoke (plainly, all through the echo's delay range before it):
+    then it does not hear her at all (a headset); nor if what it heard is not like what she played
+    (`likeness`, normalized correlation at its best lag) and shows no plain echo of it
+    (`clarity`)."""
+    if silent_while_she_spoke:
+        return False
+    return likeness >= HEARD_LIKENESS or clarity >= HEARD_CLARITY
+
+
+def echo_likeness(far: np.ndarray, near: np.ndarray, min_lag: int, max_lag: int) -> tuple[float, float]:
+    """How much `near` is `far` some lag late (`min_lag` … `max_lag` samples; `far` starts
+    `max_lag` samples before `near` and runs on `-min_lag` after it): the largest normalized
+    correlation over those lags, and how plain an echo GCC-PHAT finds (its peak over the mean of
+    the rest, as `estimate_delay` measures it)."""
+    near = near.astype(np.float64)
+    far = far.astype(np.float64)
+    count = len(near)
+    size = 1 << (len(far) + count - 1).bit_length()
+    spectrum = np.fft.rfft(far, size) * np.conj(np.fft.rfft(near, size))
+    offsets = max_lag - np.arange(min_lag, max_lag + 1)  # where in `far` each lag's match starts
+    if not len(offsets):
+        return 0.0, 0.0
+    correlation = np.fft.irfft(spectrum, size)[offsets]
+    energy = np.concatenate([[0.0], np.cumsum(far * far)])
+    far_energy = energy[np.minimum(offsets + count, len(far))] - energy[offsets]
+    alike = np.abs(correlation) / np.sqrt(float(np.dot(near, near)) * far_energy + 1e-9)
+    magnitude = np.abs(spectrum)
+    phat = np.fft.irfft(spectrum / np.where(magnitude > 1e-9, magnitude, 1.0), size)[offsets]
+    best = int(np.argmax(phat))
+    rest = np.delete(np.abs(phat), best)
+    clarity = float(phat[best] / (rest.mean() + 1e-12)) if len(rest) else 0.0
+    return float(alike.max()), clarity
+
+
+class HeardPlayback:
+    """The microphone's latest frames before cancelling, each with where its reference starts in
+    what she played: whether her own voice can be in them, from the first frame after start-up
+    (a microphone that does not hear the speaker is only known so after seconds of her voice)."""
+
+    def __init__(self, history: PlaybackHistory, max_lag: int) -> None:
+        self.history = history
+        self.max_lag = max_lag
+        self._frames: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=HEARD_FRAMES)
+        self._lock = threading.Lock()  # kept from the cleaning thread, read from the event loop's
+        #: the last answer, by what it was asked over (the "stop" spotter and the wake gate may
+        #: both ask of one frame, and each look costs milliseconds)
+        self._answered: tuple[tuple[float, int, int], bool] | None = None
+
+    def keep(self, start: float, near: np.ndarray) -> None:
+        """One more frame as the microphone heard it, its reference starting at `start`."""
+        with self._lock:
+            self._frames.append((start, near))
+
+    def clear(self) -> None:
+        """Forget the frames (a new microphone, or its stamps jumped)."""
+        with self._lock:
+            self._frames.clear()
+            self._answered = None
+
+    def could_be_her(self, frames: int, min_lag: int) -> bool:
+        """Could her own voice be in the microphone over its last `frames` frames (her echo at
+        `min_lag` … `max_lag` samples behind the reference)? See `could_be_her_voice`."""
+        with self._lock:
+            kept = list(self._frames)
+        window = kept[-frames:]
+        if not window:
+            return True
+        asked = (window[-1][0], len(window), min_lag)
+        if self._answered is not None and self._answered[0] == asked:
+            return self._answered[1]
+        answer = self._could_be_her(kept, window, min_lag)
+        self._answered = (asked, answer)
+        return answer
+
+    def _could_be_her(self, kept: list[tuple[float, np.ndarray]], window: list[tuple[float, np.ndarray]],
+                      min_lag: int) -> bool:
+        near = np.concatenate([n for _, n in window])
+        far = self.history.read(window[0][0] - self.max_lag / SAMPLE_RATE, self.max_lag + len(near) - min(min_lag, 0))
+        if _rms(far) < FAR_ACTIVE_RMS:
+            return False  # she was silent all through: her echo can't be there
+        if self._silent_while_she_spoke(kept, min_lag):
+            return could_be_her_voice(0.0, 0.0, True)  # no need to look further
+        likeness, clarity = echo_likeness(far, near, min_lag, self.max_lag)
+        return could_be_her_voice(likeness, clarity, False)
+
+    def _silent_while_she_spoke(self, kept: list[tuple[float, np.ndarray]], min_lag: int) -> bool:
+        """Was the microphone silent, under `UNHEARD_PLAYBACK_DB` of her level, through one of its
+        kept frames while she spoke all through the echo's delay range before it (its quietest
+        80 ms there)? Her echo, at any delay in the range, would have been heard."""
+        count = len(kept[0][1])
+        if any(len(near) != count for _, near in kept):
+            return False
+        # what she played, a frame at a time, from the echo's longest delay before the first
+        # frame kept to its shortest after the last (the frames follow on: `clean` clears them
+        # where its reference does not)
+        before = -(-self.max_lag // count)
+        after = -(-max(-min_lag, 0) // count)
+        far = self.history.read(kept[0][0] - before * count / SAMPLE_RATE, (before + len(kept) + after) * count)
+        levels = np.sqrt(np.mean(np.square(far.reshape(-1, count).astype(np.float64)), axis=1))
+        span = before + 1 + after  # the far frames each microphone frame's echo may come from
+        least = np.lib.stride_tricks.sliding_window_view(levels, span).min(axis=1)[:len(kept)]
+        heard = np.array([_rms(near) for _, near in kept])
+        return bool(np.any((least >= FAR_ACTIVE_RMS) & (heard < least * 10 ** (UNHEARD_PLAYBACK_DB / 20))))
+
+
 @dataclass
 class EchoCounters:
     """What the echo filter has done (for `elara status`)."""
@@ -334,6 +466,8 @@ class EchoFilter:
         self.delay_ms: float | None = None
         self._lock = threading.Lock()  # the canceller is not thread-safe
         self._max_lag = round(max_delay_seconds * SAMPLE_RATE)
+        #: the microphone's latest frames before cancelling, for `could_be_her`
+        self.heard = HeardPlayback(history, self._max_lag)
         self._window = round(delay_window_seconds * SAMPLE_RATE)
         self._far: collections.deque[np.ndarray] = collections.deque()
         self._near: collections.deque[np.ndarray] = collections.deque()
@@ -352,6 +486,12 @@ class EchoFilter:
         self._remeasuring = False
         #: whether a `LearningCanceller` had handed over to speexdsp at the last frame
         self._switched = False
+        # Cleared when the speaker's timeline moves (a gap in her voice, an underrun) after the
+        # echo was learnt: her echo may then come milliseconds from where the filter learns it,
+        # uncancelled and as loud as a person, and nothing is known of it until she speaks again.
+        # Set once her voice shows her echo where the filter learns it (or it is realigned).
+        self._confirmed = True
+        self._timeline = history.moved_at  # the speaker's last timeline move, as last seen
         self._mic_rms = 0.0  # the last frame's level before cancelling, for the log
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
@@ -361,9 +501,15 @@ class EchoFilter:
         """The frame without Elara's echo (the same frame when nothing played lately)."""
         near = frame.samples
         count = len(near)
+        self._follow_timeline()
         start = self._reference_start(frame.captured_at - count / SAMPLE_RATE - self.input_latency,
                                       count) - self._shift
+        self.heard.keep(start, near)
         if not self.history.playing_between(start - self.tail_seconds, start + count / SAMPLE_RATE):
+            # Her next reply is confirmed before anything over it is the person's: between
+            # replies her echo path may move unseen (a loopback re-timed after an underrun in
+            # the sound server moved it 35 ms, with no gap in our own timeline).
+            self._unconfirm("she fell silent")
             self.counters.passed += 1
             self._mic_rms = _rms(near)
             self._levels.append((self._mic_rms, 0.0))
@@ -400,6 +546,8 @@ class EchoFilter:
                 self._measure_delay(far, near, far_rms)
         if speech_over_playback:
             self.moved()
+        if not self._confirmed and far_rms >= FAR_ACTIVE_RMS:
+            self._confirm()
         if self.counters.processed % 25 == 0:
             log.debug("echo: ERLE %.1f dB, delay %s ms, reference %.1f ms behind the stamps",
                       self.erle_db, None if self.delay_ms is None else round(self.delay_ms),
@@ -420,14 +568,76 @@ class EchoFilter:
                 return expected
             self.counters.resyncs += 1
             self._recent.clear()  # its frames no longer follow on from these
+            self.heard.clear()
+            self._unconfirm("the microphone's stamps jumped")
         self._cursor = stamped
         return stamped
 
     def settled(self, at: float) -> bool:
         """Has her echo path held still: the speaker's timeline for `TIMELINE_SETTLE_SECONDS`
-        before `at`, and since the reference was last realigned, long enough to measure again what
-        cancelling leaves of her voice? Until then that can be as loud as a person."""
-        return not self._remeasuring and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS
+        before `at`, her echo seen where the filter learns it since the timeline last moved, and
+        since the reference was last realigned, long enough to measure again what cancelling leaves
+        of her voice? Until then that can be as loud as a person."""
+        return (self._confirmed and not self._remeasuring
+                and at - self.history.moved_at >= TIMELINE_SETTLE_SECONDS)
+
+    def _follow_timeline(self) -> None:
+        """A move of the speaker's timeline (a gap heard, a restarted stream) unconfirms her echo
+        path: a new timeline is anchored on its first callbacks, and where a busy machine's
+        callbacks put it, her echo may come 8 or 35 ms from where the filter learnt it (as may a
+        jump of the microphone's stamps, `_reference_start`). Nothing plays while she is silent,
+        so the move is only seen at her next reply's first frames."""
+        moved_at = self.history.moved_at
+        if moved_at == self._timeline:
+            return
+        self._timeline = moved_at
+        # heard on the old timeline
+        self._recent.clear()
+        self.heard.clear()
+        self._far.clear()
+        self._near.clear()
+        self._collected = 0
+        self._unconfirm("the speaker's timeline moved")
+
+    def _unconfirm(self, why: str) -> None:
+        """Her echo may have moved under the filter: confirm it again before anything over her
+        voice is taken for the person."""
+        if self._target is not None and self._confirmed:
+            self._confirmed = False
+            log.debug("echo: %s; her echo path is confirmed again before anything over her voice "
+                      "is taken for the person", why)
+
+    def _confirm(self) -> None:
+        """Is her echo, in her latest frames, plainly where the filter learns it? Then her echo
+        path is confirmed after a move of the speaker's timeline. (If it is plainly elsewhere,
+        `moved` realigns the reference, which confirms it too.)"""
+        if not self._hears_playback():
+            self._confirmed = True  # no echo to have moved
+            return
+        heard = self._recent_echo()
+        if heard is None:
+            return
+        assert self._target is not None
+        if heard.clarity >= MOVED_CLARITY and abs(heard.lag / SAMPLE_RATE - self._target) <= MOVED_SECONDS:
+            self._confirmed = True
+            log.debug("echo: her echo path confirmed where the filter learns it (clarity %.1f)", heard.clarity)
+        else:
+            self._realign_if_moved(heard)
+
+    def _recent_echo(self) -> _HeardEcho | None:
+        """Her latest frames against what she played, and where her echo is in them (a lag
+        behind the reference as read) and how clearly (`estimate_delay`); None with too few
+        frames or her voice too quiet."""
+        if self._target is None or len(self._recent) < MOVED_MIN_FRAMES:
+            return None
+        near = np.concatenate([n for _, n in self._recent])
+        # what she played from `_max_lag` before the first of these frames on: near sample t
+        # is far sample `_max_lag` + t, so that a lag of k is a delay of k samples
+        far = self.history.read(self._recent[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(near))
+        if _rms(far[self._max_lag:]) < FAR_ACTIVE_RMS:
+            return None
+        padded = np.concatenate([np.zeros(self._max_lag, dtype=near.dtype), near])
+        return _HeardEcho(far, padded, *estimate_delay(far, padded, self._max_lag, self._least_lag()))
 
     def person_over_playback(self, at: float) -> bool:
         """Is the speech in the last frame cleaned (captured at `at`) the person's, over her voice?
@@ -446,16 +656,12 @@ class EchoFilter:
         frames show a plain echo of what she played, but not where the filter learns it, so the
         frame is her voice uncancelled. The reference is then realigned at once, and what
         cancelling leaves of her voice measured again (`settled` is False until it is)."""
-        if (self._target is None or len(self._recent) < MOVED_MIN_FRAMES or not self._hears_playback()):
-            return False
-        near = np.concatenate([n for _, n in self._recent])
-        # what she played from `_max_lag` before the first of these frames on: near sample t
-        # is far sample `_max_lag` + t, so that a lag of k is a delay of k samples
-        far = self.history.read(self._recent[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(near))
-        if _rms(far[self._max_lag:]) < FAR_ACTIVE_RMS:
-            return False
-        padded = np.concatenate([np.zeros(self._max_lag, dtype=near.dtype), near])
-        lag, clarity = estimate_delay(far, padded, self._max_lag, self._least_lag())
+        heard = self._recent_echo() if self._hears_playback() else None
+        return heard is not None and self._realign_if_moved(heard)
+
+    def _realign_if_moved(self, heard: _HeardEcho) -> bool:
+        far, padded, lag, clarity = heard
+        assert self._target is not None
         if clarity < MOVED_CLARITY or abs(lag / SAMPLE_RATE - self._target) <= MOVED_SECONDS:
             return False
         last = MOVED_LIKENESS_FRAMES * len(self._recent[-1][1])
@@ -472,6 +678,18 @@ class EchoFilter:
         self._realign(delay)
         self.counters.moved += 1
         return True
+
+    def could_be_her(self, frames: int) -> bool:
+        """Could her own voice be in what the microphone heard over its last `frames` frames?
+        Not where it was measured not to hear her at all (`_hears_playback`), nor where those
+        frames (and the ones kept before them) show it can't (`HeardPlayback`): then whatever
+        is heard over her is the person's, however loud she is. Always while her echo path is
+        unconfirmed after a move (`settled`): what she played is then read at the wrong time, and
+        a microphone that hears her may seem silent while she spoke (a wake over her own reply,
+        just after the microphone's stamps jumped)."""
+        if not self._confirmed:
+            return True
+        return self._hears_playback() and self.heard.could_be_her(frames, self._least_lag())
 
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
@@ -501,7 +719,9 @@ class EchoFilter:
         self._residuals.clear()
         self._heard.clear()
         self._recent.clear()
+        self.heard.clear()
         self._remeasuring = self._switched = False
+        self._confirmed, self._timeline = True, self.history.moved_at
         with self._lock:
             self.canceller.reset()
         self.erle_db, self.delay_ms = 0.0, None
@@ -548,8 +768,10 @@ class EchoFilter:
 
     def _realign(self, delay: float) -> None:
         """Read the reference so that an echo `delay` behind the stamps stays where the filter
-        learns it; what cancelling left of her voice before no longer holds."""
+        learns it; what cancelling left of her voice before no longer holds. Her echo path is
+        confirmed: it was measured where it is now."""
         assert self._target is not None
+        self._confirmed = True
         shift = delay - self._target
         if abs(shift - self._shift) > REALIGN_SECONDS:
             log.debug("echo reference shifted by %.1f ms", (shift - self._shift) * 1000)

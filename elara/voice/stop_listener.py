@@ -19,7 +19,7 @@ import numpy as np
 
 from elara.audio.frames import FRAME_SECONDS, AudioFrame
 from elara.voice import dialogue as d
-from elara.voice.barge_in import PLAYED_WORDS_SECONDS
+from elara.voice.barge_in import PLAYED_WORDS_SECONDS, WAKE_WINDOW_FRAMES
 from elara.voice.echo import SPEECH_OVER_PLAYBACK_MARGIN_DB, is_barge_in
 from elara.voice.parts import LoopCounters, VoiceParts
 from elara.voice.stop import StopCandidate, StopSpotter, heard_stop
@@ -42,6 +42,7 @@ class OverPlayback:
     far: float  # what she played meanwhile
     played_words: str  # what she was heard saying just before
     at: float  # when the candidate ended
+    could_be_her: bool  # whether the microphone may have heard her voice over it at all
 
 
 class StopListener:
@@ -94,9 +95,11 @@ class StopListener:
         self._fed += 1
         is_speech = probability >= parts.vad_threshold
         if is_speech and parts.echo is not None:
-            # Speech over her voice is speech louder than what cancelling leaves of her voice.
+            # Speech over her voice is speech louder than what cancelling leaves of her voice, or
+            # speech in a microphone that can't have heard her voice (a headset).
             near, far = parts.echo.recent_levels(1)
-            is_speech = is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_PLAYBACK_MARGIN_DB)
+            is_speech = (is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_PLAYBACK_MARGIN_DB)
+                         or not await asyncio.to_thread(parts.echo.could_be_her, WAKE_WINDOW_FRAMES))
         candidate = self._spotter.feed(frame.duration, is_speech)
         if candidate is None:
             return
@@ -128,10 +131,11 @@ class StopListener:
         last = self._fed
         skipped = self._fed - len(self._frames)
         frames = list(self._frames)[max(0, first - skipped):last - skipped]
-        near, far = (parts.echo.recent_levels(last - int(candidate.start / FRAME_SECONDS))
-                     if parts.echo is not None else (0.0, 0.0))
+        spoken = last - int(candidate.start / FRAME_SECONDS)
+        near, far = parts.echo.recent_levels(spoken) if parts.echo is not None else (0.0, 0.0)
+        hers = parts.echo is not None and parts.echo.could_be_her(spoken + LEAD_FRAMES)
         return OverPlayback(np.concatenate([f.samples for f in frames]), near, far,
-                            parts.speech.recent_text(PLAYED_WORDS_SECONDS), self._frames[-1].captured_at)
+                            parts.speech.recent_text(PLAYED_WORDS_SECONDS), self._frames[-1].captured_at, hers)
 
     async def _check(self, heard: OverPlayback, epoch: int, parts: VoiceParts, paused: bool) -> None:
         asked: str | None = None
@@ -168,7 +172,8 @@ class StopListener:
             return None
         text = strip_wake_phrase(transcript.text, parts.wake_phrases)
         if heard_stop(text, heard.played_words, ringing=self._ringing()):
-            if parts.echo is not None and not is_barge_in(heard.near, heard.far, parts.echo.erle_db):
+            if heard.could_be_her and parts.echo is not None \
+                    and not is_barge_in(heard.near, heard.far, parts.echo.erle_db):
                 self._counters.self_stops_suppressed += 1
                 log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)",
                          heard.near, heard.far)
@@ -178,7 +183,9 @@ class StopListener:
         if phrase is None or not parts.dialogue.barge_in or self._state() not in (d.SPEAKING, d.ANNOUNCING):
             return None
         name = phrase.replace(" ", "_")
-        return None if self._explained(name, heard.near, heard.far, heard.played_words) else name
+        if heard.could_be_her and self._explained(name, heard.near, heard.far, heard.played_words):
+            return None
+        return name
 
 
 #: what `_read` returns for "stop" (a wake word's name has no spaces)

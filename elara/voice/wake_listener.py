@@ -52,14 +52,17 @@ class WakeListener:
         if state != d.IDLE and echo is not None:
             near, far = echo.recent_levels(WAKE_WINDOW_FRAMES)
             played = parts.speech.recent_text(PLAYED_WORDS_SECONDS)
-            if self.explained(detection.name, near, far, played, echo):
+            hers = await asyncio.to_thread(echo.could_be_her, WAKE_WINDOW_FRAMES)
+            if self.explained(detection.name, near, far, played, echo, hers):
                 parts.wake.reset()
                 return
         self._on_wake(detection.name, detection.at, f"score {detection.score:.2f}")
 
-    def explained(self, name: str, near: float, far: float, played_words: str, echo: EchoFilter | None) -> bool:
-        """Could her own voice explain wake word `name` heard over her (counted and logged if so)?"""
-        why = playback_explains(name, near, far, played_words, echo)
+    def explained(self, name: str, near: float, far: float, played_words: str, echo: EchoFilter | None,
+                  could_be_her: bool = True) -> bool:
+        """Could her own voice explain wake word `name` heard over her (counted and logged if so)?
+        `could_be_her`: whether the microphone may have heard her voice then at all."""
+        why = playback_explains(name, near, far, played_words, echo, could_be_her)
         if why is None:
             return False
         self._counters.self_wakes_suppressed += 1
