@@ -366,7 +366,7 @@ class VoiceLoop:
                 if self._work is not None and self._work is not asyncio.current_task():
                     self._work.cancel()
             elif isinstance(intent, d.ArmWakeWord):
-                self.parts.wake.reset()
+                self.wakes.rearm()  # not reset here: a frame may be scoring in its thread
                 if not self._rearming:
                     log.info("waiting for the wake word")
 

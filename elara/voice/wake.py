@@ -376,13 +376,14 @@ class _GatedScorer:
     def predict(self, heard: np.ndarray) -> dict[str, Any]:
         """openWakeWord's scores for this frame, its VAD's verdict on it appended."""
         model = self.model
-        if self._shut is not None:
+        shut = self._shut  # read once: `reset` may come from the event loop's thread meanwhile
+        if shut is not None:
             vad = model.vad
             state = vad._h, vad._c
             vad(heard)
             if vad.prediction_buffer[-1] < model.vad_threshold:
                 self._kept.append(heard)
-                return dict(self._shut)
+                return dict(shut)
             # Speech: take back the VAD's step (predict takes it again), catch the features up.
             vad._h, vad._c = state
             vad.prediction_buffer.pop()

@@ -32,6 +32,10 @@ class WakeListener:
         """A wake counted (heard here or read by the stop listener): start afresh next frame."""
         self._woke = True
 
+    def rearm(self) -> None:
+        """The dialogue waits for the wake word anew: start afresh next frame."""
+        self._woke = True
+
     async def feed(self, frame: AudioFrame, parts: VoiceParts, speaking_until: float) -> None:
         """Score one frame; a wake that counts goes to `on_wake`."""
         echo, state = parts.echo, self._state()
