@@ -5,14 +5,13 @@ from the test rig (tests/rig); a bench runs from the repository root as `.venv/b
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from elara.audio.frames import SAMPLE_RATE
 from tests.rig import voice_clips
-from tests.rig.daemon_process import DaemonProcess
+from tests.rig.daemon_process import DaemonProcess, listening_daemon  # noqa: F401  (the benches' daemon)
 
 if TYPE_CHECKING:
     from tests.rig.pulse import VirtualSoundCard
@@ -219,21 +218,6 @@ def elara(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.Co
     """`python -m elara ARGS` against the daemon `env` reaches, its output captured."""
     return subprocess.run([sys.executable, "-m", "elara", *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
-
-
-@contextlib.contextmanager
-def listening_daemon(env: dict[str, str], log_to: Path | None = None) -> Iterator[DaemonProcess]:
-    """`elara run` with `env`, handed over once it listens for the wake word; killed afterwards,
-    and its log written to `log_to` (the folder made if need be)."""
-    daemon = DaemonProcess(env)
-    try:
-        daemon.wait_for(LISTENING, timeout=120)
-        yield daemon
-    finally:
-        daemon.kill()
-        if log_to is not None:  # the folder made here, so a missing one cannot lose a run's results at its end
-            log_to.parent.mkdir(parents=True, exist_ok=True)
-            log_to.write_text("\n".join(daemon.lines))
 
 
 def speak_into(daemon: DaemonProcess, card: VirtualSoundCard, clip: Path) -> str | None:

@@ -14,7 +14,7 @@ import pytest
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import NAME_PATTERN, ConversationStore, decode_message
 from tests.rig import voice_clips
-from tests.rig.daemon_process import DaemonProcess, daemon_env
+from tests.rig.daemon_process import DaemonProcess, daemon_env, listening_daemon
 from tests.rig.ollama_server import closed_port
 from tests.spec_reader import independent_open
 
@@ -45,14 +45,9 @@ def daemon(sound_card, ollama_server, tmp_path):
     ollama_server.responder = responder
     env = daemon_env(sound_card.env, ollama_server.url, tmp_path,
                      Listening__Mode="continued", Listening__FollowUpSeconds="4")
-    process = DaemonProcess(env)
-    try:
-        process.wait_for("waiting for the wake word", timeout=90)
+    # The log is kept for a failing run: pytest truncates long assertion messages.
+    with listening_daemon(env, tmp_path / "daemon.log", timeout=90) as process:
         yield process
-    finally:
-        process.kill()
-        # Kept for a failing run: pytest truncates long assertion messages.
-        (tmp_path / "daemon.log").write_text(process.log())
 
 
 def clip_file(tmp_path, name, *parts):

@@ -11,7 +11,7 @@ import pytest
 
 from elara.conversation.messages import ChatRole
 from elara.conversation.store import ConversationStore
-from tests.rig.daemon_process import DaemonProcess, daemon_env, spoken_question
+from tests.rig.daemon_process import daemon_env, listening_daemon, spoken_question
 from tests.rig.ollama_server import last_user_text
 
 STORY = "Once upon a time there was a fox. It lived in a wood. It ran far away."
@@ -31,13 +31,8 @@ def words(text: str) -> str:
 def daemon(sound_card, ollama_server, tmp_path):
     ollama_server.responder = responder
     env = daemon_env(sound_card.env, ollama_server.url, tmp_path, Listening__Mode="wake_word")
-    process = DaemonProcess(env)
-    try:
-        process.wait_for("waiting for the wake word", timeout=90)
+    with listening_daemon(env, tmp_path / "daemon.log", timeout=90) as process:
         yield process
-    finally:
-        process.kill()
-        (tmp_path / "daemon.log").write_text(process.log())  # kept for a failing run
 
 
 def ask(daemon, sound_card, tmp_path, text, turn):

@@ -3,6 +3,7 @@ line by line on a thread, and every wait is bounded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -79,6 +81,22 @@ class DaemonProcess:
             self.process.kill()
             self.process.wait(5)
         self._reader.join(5)
+
+
+@contextlib.contextmanager
+def listening_daemon(env: dict[str, str], log_to: Path | None = None, *,
+                     timeout: float = 120) -> Iterator[DaemonProcess]:
+    """`elara run` with `env`, handed over once it listens for the wake word; killed afterwards,
+    and its log written to `log_to` (the folder made if need be: a failing run keeps it)."""
+    daemon = DaemonProcess(env)
+    try:
+        daemon.wait_for("waiting for the wake word", timeout=timeout)
+        yield daemon
+    finally:
+        daemon.kill()
+        if log_to is not None:
+            log_to.parent.mkdir(parents=True, exist_ok=True)
+            log_to.write_text(daemon.log())
 
 
 def daemon_env(card_env: dict[str, str], ollama_url: str, tmp: Path, **settings: str) -> dict[str, str]:
