@@ -116,6 +116,22 @@ def test_with_nothing_played_frames_pass_untouched():
     assert echo.counters.passed == 1 and echo.counters.processed == 0
 
 
+def test_a_frame_passes_only_well_after_she_last_played():
+    """`passes` (the loop then cleans the frame on the event loop) only where `clean` would give
+    the frame back as it is, with a margin: never while she plays or within her echo's tail."""
+    history = PlaybackHistory(seconds=60)
+    echo = EchoFilter(make_canceller(), history, tail_seconds=1.0)
+    assert echo.passes(AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), 50.0))
+    history.write(100.0, np.full(SAMPLE_RATE, 3000, dtype=np.int16), SAMPLE_RATE)  # 100-101 s
+    for captured_at in (99.0, 100.5, 101.0, 102.0, 102.5):  # before it is heard, too: it was written
+        frame = AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), captured_at)
+        assert not echo.passes(frame), captured_at
+    for captured_at in (102.7, 110.0):
+        frame = AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), captured_at)
+        assert echo.passes(frame), captured_at
+        assert echo.clean(frame) is frame
+
+
 @pytest.mark.parametrize("near, far, erle, expected", [
     (500.0, 0.0, 0.0, True),  # she is silent: any wake is the user's
     (500.0, 4000.0, 25.0, True),  # 4000 lowered 25 dB leaves 225; 500 is 7 dB above it

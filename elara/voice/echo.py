@@ -43,6 +43,9 @@ from elara.audio.reference import PlaybackHistory, estimate_delay
 
 log = logging.getLogger(__name__)
 
+#: how much longer than the filter's tail nothing must have played for `EchoFilter.passes`: the
+#: microphone's stamps may stray from where the reference is read by tens of milliseconds
+PASS_MARGIN_SECONDS = 0.5
 #: far-end level (RMS of int16) below which a frame counts as Elara being silent
 FAR_ACTIVE_RMS = 100.0
 #: the delay behind its reference the filter is kept learning the echo at (the first one measured,
@@ -496,6 +499,12 @@ class EchoFilter:
         self._cursor: float | None = None  # where the last frame's reference started
         self._shift = 0.0  # seconds the reference is read behind the frame's stamps
         self._target: float | None = None  # the delay behind its reference the filter learns at
+
+    def passes(self, frame: AudioFrame) -> bool:
+        """Will `clean` give `frame` back as it is, nothing having played for `tail_seconds` (and
+        `PASS_MARGIN_SECONDS` more) before it? Then cleaning it is cheap enough for the event loop."""
+        start = frame.captured_at - len(frame.samples) / SAMPLE_RATE - self.input_latency - self._shift
+        return self.history.last_end < start - self.tail_seconds - PASS_MARGIN_SECONDS
 
     def clean(self, frame: AudioFrame) -> AudioFrame:
         """The frame without Elara's echo (the same frame when nothing played lately)."""

@@ -192,8 +192,10 @@ class VoiceLoop:
         listener, per the dialogue's state."""
         self.counters.frames += 1
         self.last_progress = self._clock()
-        if self.parts.echo is not None:
-            frame = await asyncio.to_thread(self.parts.echo.clean, frame)
+        echo = self.parts.echo
+        if echo is not None:
+            # Nothing played lately: the frame passes as it is, which is not worth a thread.
+            frame = echo.clean(frame) if echo.passes(frame) else await asyncio.to_thread(echo.clean, frame)
         if self._swap is not None and not self._swap.done.done() and self._idle():
             self._swap_now()
         self._handle(d.Tick(now=frame.captured_at))
