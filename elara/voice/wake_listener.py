@@ -57,6 +57,10 @@ class WakeListener:
             near, far = echo.recent_levels(WAKE_WINDOW_FRAMES)
             played = parts.speech.recent_text(PLAYED_WORDS_SECONDS)
             hers = await asyncio.to_thread(echo.could_be_her, WAKE_WINDOW_FRAMES)
+            if self._woke:
+                # Counted meanwhile: the "stop" reader read the same words over her as the wake
+                # phrase (a second count would begin a second turn over the first).
+                return
             if self.explained(detection.name, near, far, played, echo, hers):
                 parts.wake.reset()
                 return

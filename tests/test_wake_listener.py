@@ -1,0 +1,76 @@
+"""The wake listener on its own: a wake over her voice that the "stop" reader counted while the
+listener weighed it is not counted twice."""
+
+import asyncio
+from types import SimpleNamespace
+
+import numpy as np
+
+from elara.audio.frames import FRAME_SAMPLES, AudioFrame
+from elara.voice import dialogue as d
+from elara.voice.parts import LoopCounters
+from elara.voice.wake_listener import WakeListener
+
+
+class Engine:
+    """A wake word engine that hears the wake phrase in every frame."""
+
+    during_playback = False
+
+    def __init__(self):
+        self.resets = 0
+
+    def process(self, frame):
+        return SimpleNamespace(name="hey_jarvis", at=frame.captured_at, score=0.99)
+
+    def reset(self):
+        self.resets += 1
+
+
+class Echo:
+    """An echo filter where the person is far louder than her; `meanwhile` runs while the
+    listener asks whether her voice could be in the microphone (in a worker thread)."""
+
+    erle_db = 30.0
+
+    def __init__(self, meanwhile):
+        self.meanwhile = meanwhile
+
+    def recent_levels(self, frames):
+        return 9000.0, 1000.0
+
+    def could_be_her(self, frames):
+        self.meanwhile()
+        return True
+
+
+def feed(listener, engine, echo):
+    parts = SimpleNamespace(echo=echo, wake=engine, speech=SimpleNamespace(recent_text=lambda seconds: ""))
+    frame = AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), 10.0)
+    asyncio.run(listener.feed(frame, parts, speaking_until=0.0))
+
+
+def test_a_wake_over_her_is_counted_once_when_the_stop_reader_counted_it_meanwhile():
+    state = {"now": d.SPEAKING}
+    woken = []
+    listener = WakeListener(counters=LoopCounters(), state=lambda: state["now"],
+                            on_wake=lambda name, at, how: woken.append(name))
+
+    def stop_reader_counts_it():  # the loop's `_on_wake` for the "stop" reader's reading
+        listener.wake_counted()
+        state["now"] = d.LISTENING
+
+    engine = Engine()
+    feed(listener, engine, Echo(stop_reader_counts_it))
+    assert woken == []
+    state["now"] = d.SPEAKING  # her next reply: the next phrase over it counts
+    feed(listener, engine, Echo(lambda: None))
+    assert woken == ["hey_jarvis"] and engine.resets == 1
+
+
+def test_a_wake_over_her_that_nothing_else_counted_counts():
+    woken = []
+    listener = WakeListener(counters=LoopCounters(), state=lambda: d.SPEAKING,
+                            on_wake=lambda name, at, how: woken.append(name))
+    feed(listener, Engine(), Echo(lambda: None))
+    assert woken == ["hey_jarvis"]
