@@ -53,10 +53,12 @@ def feed(listener, engine, echo):
 def test_a_wake_over_her_is_counted_once_when_the_stop_reader_counted_it_meanwhile():
     state = {"now": d.SPEAKING}
     woken = []
-    listener = WakeListener(counters=LoopCounters(), state=lambda: state["now"],
+    counters = LoopCounters()
+    listener = WakeListener(counters=counters, state=lambda: state["now"],
                             on_wake=lambda name, at, how: woken.append(name))
 
     def stop_reader_counts_it():  # the loop's `_on_wake` for the "stop" reader's reading
+        counters.wakes += 1
         listener.wake_counted()
         state["now"] = d.LISTENING
 
@@ -68,9 +70,17 @@ def test_a_wake_over_her_is_counted_once_when_the_stop_reader_counted_it_meanwhi
     assert woken == ["hey_jarvis"] and engine.resets == 1
 
 
-def test_a_wake_over_her_that_nothing_else_counted_counts():
+def test_a_wake_over_her_last_words_counts_though_she_finished_meanwhile():
+    """She finished her reply (the dialogue re-armed the wake word) while the listener weighed the
+    phrase said over her last words: it is the person's call all the same."""
+    state = {"now": d.SPEAKING}
     woken = []
-    listener = WakeListener(counters=LoopCounters(), state=lambda: d.SPEAKING,
+    listener = WakeListener(counters=LoopCounters(), state=lambda: state["now"],
                             on_wake=lambda name, at, how: woken.append(name))
-    feed(listener, Engine(), Echo(lambda: None))
+
+    def she_finishes():
+        listener.rearm()
+        state["now"] = d.IDLE
+
+    feed(listener, Engine(), Echo(she_finishes))
     assert woken == ["hey_jarvis"]

@@ -56,8 +56,9 @@ class WakeListener:
         if state != d.IDLE and echo is not None:
             near, far = echo.recent_levels(WAKE_WINDOW_FRAMES)
             played = parts.speech.recent_text(PLAYED_WORDS_SECONDS)
+            counted = self._counters.wakes
             hers = await asyncio.to_thread(echo.could_be_her, WAKE_WINDOW_FRAMES)
-            if self._woke:
+            if self._counters.wakes != counted:
                 # Counted meanwhile: the "stop" reader read the same words over her as the wake
                 # phrase (a second count would begin a second turn over the first).
                 return
