@@ -84,3 +84,14 @@ def test_a_wake_over_her_last_words_counts_though_she_finished_meanwhile():
 
     feed(listener, Engine(), Echo(she_finishes))
     assert woken == ["hey_jarvis"]
+
+
+def test_a_wake_over_her_is_dropped_when_the_person_went_on_meanwhile():
+    """The going-on window took speech over her reply for the person going on (the dialogue is
+    listening) while the listener weighed a wake phrase: it begins no second turn."""
+    state = {"now": d.SPEAKING}
+    woken = []
+    listener = WakeListener(counters=LoopCounters(), state=lambda: state["now"],
+                            on_wake=lambda name, at, how: woken.append(name))
+    feed(listener, Engine(), Echo(lambda: state.update(now=d.LISTENING)))
+    assert woken == []

@@ -58,9 +58,10 @@ class WakeListener:
             played = parts.speech.recent_text(PLAYED_WORDS_SECONDS)
             counted = self._counters.wakes
             hers = await asyncio.to_thread(echo.could_be_her, WAKE_WINDOW_FRAMES)
-            if self._counters.wakes != counted:
-                # Counted meanwhile: the "stop" reader read the same words over her as the wake
-                # phrase (a second count would begin a second turn over the first).
+            if self._counters.wakes != counted or self._state() not in (d.IDLE, d.SPEAKING, d.ANNOUNCING):
+                # Counted meanwhile (the "stop" reader read the same words over her as the wake
+                # phrase: a second count would begin a second turn over the first), or the person
+                # is listened to already (they went on over her reply).
                 return
             if self.explained(detection.name, near, far, played, echo, hers):
                 parts.wake.reset()
