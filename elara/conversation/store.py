@@ -26,7 +26,7 @@ from elara.conversation.crypto import (
 )
 from elara.conversation.messages import ChatMessage, ChatRole
 from elara.errors import StoreError, WrongKeyError
-from elara.service.files import fsync_dir, remove_quietly, write_temp
+from elara.service.files import fsync_dir, remove_quietly, replace_file, write_temp
 
 log = logging.getLogger(__name__)
 
@@ -176,14 +176,8 @@ class ConversationStore:
                                  "to do if the history was purged meanwhile, else run `elara history verify`")
             annotated = replace(message, metadata={**message.metadata, **metadata})
             try:
-                temp = write_temp(self._root, TEMP_PREFIX, seal(self._key, encode_message(annotated)))
+                replace_file(path, seal(self._key, encode_message(annotated)), prefix=TEMP_PREFIX)
             except OSError as exc:
-                raise _write_error(Path(exc.filename or self._root / f"{TEMP_PREFIX}…"), exc) from exc
-            try:
-                os.replace(temp, path)
-                fsync_dir(self._root)
-            except OSError as exc:
-                remove_quietly(temp)
                 raise _write_error(path, exc) from exc
             self._signature = self._dir_signature()
         log.debug("annotated %s", path.name)

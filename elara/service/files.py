@@ -28,10 +28,12 @@ def write_temp(directory: Path, prefix: str, data: bytes) -> Path:
     return temp
 
 
-def replace_file(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def replace_file(path: Path, data: bytes, *, mode: int | None = None, prefix: str | None = None) -> None:
     """Put `data` in `path`'s place atomically and durably: a crash leaves the old file or the new
-    one, never half of one. The file is 0600 unless `mode` says otherwise."""
-    temp = write_temp(path.parent, f".{path.name}.", data)
+    one, never half of one. The file is 0600 unless `mode` says otherwise; the temporary file's
+    name starts with `prefix` (by default `.<name>.`: a folder that clears its own leftovers
+    names the prefix it looks for)."""
+    temp = write_temp(path.parent, f".{path.name}." if prefix is None else prefix, data)
     try:
         if mode is not None:
             os.chmod(temp, mode)
