@@ -38,19 +38,18 @@ RECHECK_RISE = 2.0
 #: ≈0.8 s of CPU while Piper speaks; the floor spares that CPU without letting more of her own
 #: voice wake her.
 DURING_PLAYBACK_CONFIRM_FROM = 0.005
+#: openWakeWord's gate zeroes a frame's scores unless its VAD heard speech 4–6 frames before it:
+#: the last this many frames (this one among them, 0.56 s) are the gate's reach. Once all of them
+#: are quiet the gate stays shut until the VAD hears speech again, and only the VAD needs to run.
+GATE_FRAMES = 7
 #: With `shorten_pauses`: the longest silence inside speech that the second copy of the models
-#: hears as one frame (0.96 s), and the last frames (this one among them) in which the VAD gate
-#: must have heard speech for its score to count (0.56 s, as far back as the first copy's gate).
+#: hears as one frame (0.96 s); its score counts where the gate heard speech in the last
+#: GATE_FRAMES frames, as for the first copy.
 SHORTENED_PAUSE_FRAMES = 12
-SHORTENED_GATE_FRAMES = 7
 #: After this much silence (2 s, more than the models' 1.28 s window and the 0.76 s each of its
 #: frames is made from) the second copy has forgotten the speech before and hears nothing more
 #: until speech comes again.
 SHORTENED_FORGET_FRAMES = 25
-#: openWakeWord's gate zeroes a frame's scores unless its VAD heard speech 4–6 frames before it; so
-#: once this many frames in a row (this one among them) are quiet, the gate stays shut until the VAD
-#: hears speech again, and only the VAD needs to run.
-GATE_SHUT_FRAMES = 7
 #: The quiet frames kept for the features to catch up on when the VAD hears speech again: the
 #: first score the gate lets through (4 frames on) reads 16 feature frames, each made from the
 #: 0.76 s of audio before it, so 22 frames back are needed; 32 leave a margin.
@@ -258,7 +257,7 @@ class WakeWordDetector:
         if self._shortener is not None:
             speech = self._model.vad.prediction_buffer[-1] >= self._model.vad_threshold
             shortened = self._verified(self._shortener.model, self._shortener.predict(samples, speech))
-            gate = list(self._model.vad.prediction_buffer)[-SHORTENED_GATE_FRAMES:]
+            gate = list(self._model.vad.prediction_buffer)[-GATE_FRAMES:]
             if not self.during_playback and max(gate, default=0.0) >= self._model.vad_threshold:
                 for name, score in shortened.items():
                     scores[name] = max(scores.get(name, 0.0), score)
@@ -363,7 +362,7 @@ class WakeWordDetector:
 
 class _GatedScorer:
     """openWakeWord's model under its VAD gate, sparing the features and the wake models while the
-    gate cannot open: after GATE_SHUT_FRAMES quiet frames only the VAD runs, and the frames are kept.
+    gate cannot open: after GATE_FRAMES quiet frames only the VAD runs, and the frames are kept.
     When the VAD hears speech, the features are first fed the last REPLAYED_FRAMES kept frames, so
     every score the gate lets through is read from the same window as if each frame had been scored.
     Without the gate (`vad_threshold` 0) every frame is scored."""
@@ -391,8 +390,8 @@ class _GatedScorer:
                 model.preprocessor(kept)
             self.reset()
         scores: dict[str, Any] = model.predict(heard)
-        recent = list(model.vad.prediction_buffer)[-GATE_SHUT_FRAMES:] if model.vad_threshold > 0 else []
-        if len(recent) == GATE_SHUT_FRAMES and max(recent) < model.vad_threshold:
+        recent = list(model.vad.prediction_buffer)[-GATE_FRAMES:] if model.vad_threshold > 0 else []
+        if len(recent) == GATE_FRAMES and max(recent) < model.vad_threshold:
             self._shut = dict.fromkeys(scores, 0.0)
         return scores
 
