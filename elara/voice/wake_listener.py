@@ -15,6 +15,9 @@ from elara.voice.parts import LoopCounters, VoiceParts
 
 log = logging.getLogger(__name__)
 
+#: the states a wake word counts in: idle, or over her voice (a barge-in)
+WAKEABLE = (d.IDLE, d.SPEAKING, d.ANNOUNCING)
+
 
 class WakeListener:
     """Scores frames for the wake word and tells the loop when the person called her."""
@@ -49,7 +52,7 @@ class WakeListener:
         if detection is None:
             return
         state = self._state()
-        if state not in (d.IDLE, d.SPEAKING, d.ANNOUNCING):
+        if state not in WAKEABLE:
             # Woken while the model scored this frame: the "stop" reader heard the phrase over her.
             parts.wake.reset()
             return
@@ -58,7 +61,7 @@ class WakeListener:
             played = parts.speech.recent_text(PLAYED_WORDS_SECONDS)
             counted = self._counters.wakes
             hers = await asyncio.to_thread(echo.could_be_her, WAKE_WINDOW_FRAMES)
-            if self._counters.wakes != counted or self._state() not in (d.IDLE, d.SPEAKING, d.ANNOUNCING):
+            if self._counters.wakes != counted or self._state() not in WAKEABLE:
                 # Counted meanwhile (the "stop" reader read the same words over her as the wake
                 # phrase: a second count would begin a second turn over the first), or the person
                 # is listened to already (they went on over her reply).
