@@ -1460,6 +1460,7 @@ def test_the_wake_word_over_her_in_those_moments_keeps_the_turn_it_cuts():
         rig.player.hold = asyncio.Event()
         await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.8), wait=False)
         await until(rig, d.SPEAKING)
+        rig.clock.now += 0.5  # she has said a word or two (the frames may all be in before she began)
         await rig.loop.on_frame(wake_frame(rig, 9000))
         assert rig.loop.state == d.LISTENING
         rig.player.hold.set()
