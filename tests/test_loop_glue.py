@@ -985,7 +985,7 @@ class HeardEchoFilter(EchoFilter):
         return True
 
 
-def echo_rig(*, mic_hears_her: bool = True, **options: object) -> Rig:
+def echo_rig(*, mic_hears_her: bool = True, speaker_tail_ms: int = 400, **options: object) -> Rig:
     clock = Clock(1000.0)
     history = PlaybackHistory()
     synthesizer, player = LoudSynthesizer(), RecordingPlayer(history, clock)
@@ -994,7 +994,7 @@ def echo_rig(*, mic_hears_her: bool = True, **options: object) -> Rig:
     parts = replace(make_parts(synthesizer=synthesizer, player=player, model=model, store=store,
                                microphone=microphone, clock=clock, barge_in=True,
                                **options),  # type: ignore[arg-type]
-                    echo=echo)
+                    echo=echo, speaker_tail_ms=speaker_tail_ms)
     loop = VoiceLoop(parts, clock=clock)
     return Rig(loop, clock, parts.wake, parts.transcriber, synthesizer, player, model,  # type: ignore[arg-type]
                store, microphone)
@@ -1472,6 +1472,24 @@ def test_the_wake_word_over_her_in_those_moments_keeps_the_turn_it_cuts():
     assert messages[0] == (ChatRole.USER, PHRASES[FINISHED], None)
     assert messages[1][0] is ChatRole.ASSISTANT and messages[1][2] == "true"
     assert rig.loop.counters.went_on == 0
+
+
+def test_her_last_words_still_in_the_microphone_as_the_follow_up_opens_are_no_question():
+    """The follow-up opens as her reply ends, but her voice stays in the microphone for the
+    speaker's tail: what cancelling leaves of her last words is not the person's. (In the soak
+    her "I hope that it helps." was asked back, one turn in two hundred.)"""
+    rig = echo_rig(speaker_tail_ms=2000)  # longer than all the frames fed after she began
+
+    async def scenario():
+        await run_loop(rig, [WAKE] + say(0) + quiet(0.8), wait=False)
+        await until(rig, d.FOLLOW_UP)
+        for _ in range(15):  # 0.3 s of her echo, as loud as she plays, inside the speaker's tail
+            await rig.loop.on_frame(phrase_frame(rig, 1, 4200))
+        await run_loop(rig, quiet(3.0))
+
+    asyncio.run(scenario())
+    assert rig.model.questions == [PHRASES[0]]
+    assert rig.loop.state == d.IDLE
 
 
 def test_where_the_microphone_does_not_hear_her_the_person_goes_on_at_any_loudness():

@@ -54,10 +54,12 @@ class Utterance:
     async def hear(self, frame: AudioFrame, parts: VoiceParts, speaking_until: float) -> list[SegmentEvent]:
         """Add one frame while listening; what the segmenter makes of it."""
         probability = await asyncio.to_thread(parts.vad.speech_probability, frame)
-        # Just after Elara spoke, what the mic hears may be her own echo: count it as silence
-        # (unless the echo is cancelled).
-        is_speech = probability >= parts.vad_threshold and (
-            parts.echo is not None or frame.captured_at >= speaking_until)
+        is_speech = probability >= parts.vad_threshold
+        if is_speech and frame.captured_at < speaking_until:
+            # Her voice or its tail may still be in the microphone: what cancelling leaves of her
+            # last words is no follow-up. Speech there is the person's only standing above it.
+            is_speech = parts.echo is not None and await asyncio.to_thread(
+                parts.echo.person_over_playback, frame.captured_at)
         if is_speech:
             self.last_speech_at = frame.captured_at
         self.frames.append(frame)
