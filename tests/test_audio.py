@@ -431,6 +431,39 @@ def test_speaker_keeps_what_it_played_by_when_it_was_heard(sound_card, speech):
     assert abs(before + (offset + len(clip)) / SAMPLE_RATE - heard_end) < 0.03
 
 
+class WatchedHistory(PlaybackHistory):
+    """A playback history that notes, at each move of the speaker's timeline, whether anything
+    had been played (and so read by an echo canceller) on it already."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.played_before_each_move: list[bool] = []
+
+    def restamp(self, since: float, shift: float) -> None:
+        self.played_before_each_move.append(self.last_end > 0.0)
+        super().restamp(since, shift)
+
+
+def test_a_fresh_stream_settles_its_timeline_before_her_first_sound(sound_card, speech):
+    """Her first sound on a fresh stream (the first ring's chime) waits until the timeline is
+    settled: played before, it was read by the echo canceller where the first callbacks put it,
+    then moved under it, and the canceller learnt the wrong echo."""
+    clip = speech[1]
+
+    async def main():
+        history = WatchedHistory()
+        speaker = Speaker("pulse", history=history)
+        rec = await asyncio.to_thread(sound_card.record_speaker)
+        played = await speaker.play(AudioClip(clip, SAMPLE_RATE))
+        await speaker.close()
+        return played, history, await asyncio.to_thread(rec.samples)
+
+    played, history, recorded = run(main())
+    assert played is True
+    assert history.played_before_each_move == [False]  # settled once, before anything played
+    assert find_exact(recorded, clip) is not None, match_report(recorded, clip)
+
+
 def test_speaker_queued_clips_play_back_to_back_and_share_one_stream(sound_card):
     clips = [noise(0.3, seed=s) for s in (1, 2, 3)]
 

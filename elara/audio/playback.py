@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: callbacks over which a timeline's start is settled (≈0.5 s of 20 ms blocks)
 ANCHOR_CALLBACKS = 25
+#: the longest a fresh stream's first sound waits for its timeline to settle, and how often it looks
+SETTLE_WAIT_SECONDS = 0.6
+SETTLE_POLL_SECONDS = 0.01
 #: a stream kept open for the echo canceller closes after this long without audio: past a
 #: conversation's pauses and a timer's rings, and its callbacks cost nothing while the house is quiet
 KEEP_OPEN_IDLE_SECONDS = 60.0
@@ -177,6 +180,7 @@ class Speaker:
                 out = await self._open_output_async(clip.sample_rate, loop)
             if out.stream_rate != clip.sample_rate:
                 samples = await asyncio.to_thread(resample, samples, clip.sample_rate, out.stream_rate)
+            await self._settled(out)
             if epoch != self._epoch:  # stop() was called while this clip was on its way
                 self._schedule_idle_close()
                 return False
@@ -193,6 +197,22 @@ class Speaker:
                         out.jobs.remove(job)
             self._waiting.discard(job)
             self._schedule_idle_close()
+
+    async def _settled(self, out: _Output) -> None:
+        """Wait (at most `SETTLE_WAIT_SECONDS`) until a fresh stream's timeline is settled, when
+        nothing plays on it yet and an echo canceller reads what plays: a sound begun before is
+        read by the canceller where the first callbacks put it, then moved 5–20 ms under it, and
+        the canceller learnt the wrong echo (the first ring's chime: her words after it were
+        left in the microphone for seconds, and "Stop." over them went unheard)."""
+        if self.history is None:
+            return
+        started = time.monotonic()
+        while (not out.dead and time.monotonic() - started < SETTLE_WAIT_SECONDS and not out.jobs
+               and (out.first_heard is None or out.starts)):
+            await asyncio.sleep(SETTLE_POLL_SECONDS)
+        waited = time.monotonic() - started
+        if waited >= SETTLE_POLL_SECONDS:
+            log.debug("speaker: waited %.0f ms for its timeline to settle", waited * 1000)
 
     async def prepare(self, sample_rate: int, hold_seconds: float = 10.0) -> None:
         """Open the output stream now, so a reply's first clip at `sample_rate` doesn't wait for
