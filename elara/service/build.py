@@ -42,6 +42,7 @@ from elara.service.engines import (
     load_vad,
     load_wake_word,
 )
+from elara.service.heap import HeapTrimmer
 from elara.service.listening import voice_parts, wire_wake_check
 from elara.service.slices import (
     PARTS,
@@ -198,7 +199,7 @@ async def _assemble(settings: Settings, store: ConversationStore, previous: Runt
     orchestrator = make_orchestrator(settings, store, opened.llm, speech, opened.memory, monitor,
                                      make_commands(settings, opened.timers, opened.announcer),
                                      tools=opened.tool_servers, counts=counts)
-    orchestrator.observers.append(opened.model_watch)
+    orchestrator.observers.extend([opened.model_watch, HeapTrimmer()])
     opened.model_watch.check = opened.llm.check
     voice = voice_parts(settings, Dialogue.from_settings(settings.listening, settings.audio,
                                                          echo_cancelled=echo is not None),

@@ -1,0 +1,63 @@
+"""The heap memory a turn freed, given back to the system once the turn is over.
+
+glibc keeps what a worker thread frees in that thread's arena for the thread's next allocation,
+and the engines run in a pool of worker threads that each allocate and free tens of megabytes a
+turn (Whisper's buffers, Piper's arena given back after a long sentence). Measured in the soak's
+daemon after 52 minutes: RSS 877 MiB, 779 MiB after one `malloc_trim(0)`; without it the RSS rose
+in steps of 20–40 MiB as the arenas held more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import logging
+import time
+from collections.abc import Callable
+
+from elara.conversation.messages import ChatMessage
+
+log = logging.getLogger(__name__)
+
+
+def malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, or None where the C library has none (musl)."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim  # type: ignore[no-any-return]
+
+
+class HeapTrimmer:
+    """A turn observer that gives the heap memory freed during a turn back to the system, in a
+    worker thread, once the turn is over (one trim at a time)."""
+
+    def __init__(self, trim: Callable[[int], int] | None = None) -> None:
+        self._trim = trim if trim is not None else malloc_trim()
+        #: the trim under way, if any
+        self.pending: asyncio.Future[None] | None = None
+
+    def turn_started(self) -> None:
+        """Nothing to do as a turn begins."""
+
+    def turn_finished(self, user: ChatMessage, reply: ChatMessage | None) -> None:
+        """The turn is over: trim the heap in a worker thread."""
+        self._schedule()
+
+    def turn_abandoned(self) -> None:
+        """A turn cut off freed its memory too: trim the heap in a worker thread."""
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._trim is None or (self.pending is not None and not self.pending.done()):
+            return
+        self.pending = asyncio.get_running_loop().run_in_executor(None, self._give_back)
+
+    def _give_back(self) -> None:
+        assert self._trim is not None
+        started = time.perf_counter()
+        self._trim(0)
+        log.debug("gave the heap's free memory back in %.0f ms", (time.perf_counter() - started) * 1000)

@@ -1,0 +1,74 @@
+"""The heap trimmer: what worker threads freed during a turn goes back to the system after it."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import os
+import threading
+from datetime import UTC, datetime
+
+from elara.conversation.messages import ChatMessage, ChatRole
+from elara.service.heap import HeapTrimmer, malloc_trim
+
+BLOCK = 64 * 1024  # under glibc's mmap threshold: taken from the thread's arena
+BLOCKS = 1600  # 100 MiB
+SAID_AT = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def freed_in_a_worker_thread() -> None:
+    """100 MiB taken and written in a thread of its own, then freed but for the last block (so
+    nothing can be trimmed from the arena's top as it is freed)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(BLOCK) for _ in range(BLOCKS)]
+    for block in blocks:
+        ctypes.memset(block, 1, BLOCK)
+    for block in blocks[:-1]:
+        libc.free(block)
+
+
+def test_after_a_turn_the_memory_worker_threads_freed_goes_back_to_the_system():
+    assert malloc_trim() is not None  # glibc, as on Debian
+    worker = threading.Thread(target=freed_in_a_worker_thread)
+    worker.start()
+    worker.join()
+    held = rss_mib()
+    trimmer = HeapTrimmer()
+
+    async def turn_over() -> None:
+        trimmer.turn_finished(ChatMessage(ChatRole.USER, "What time is it?", SAID_AT), None)
+        assert trimmer.pending is not None
+        await trimmer.pending
+
+    asyncio.run(turn_over())
+    assert rss_mib() < held - 50
+
+
+def test_one_trim_at_a_time():
+    calls: list[int] = []
+    release = threading.Event()
+
+    def trim(pad: int) -> int:
+        calls.append(pad)
+        release.wait(5)
+        return 1
+
+    trimmer = HeapTrimmer(trim)
+
+    async def two_turns() -> None:
+        trimmer.turn_finished(ChatMessage(ChatRole.USER, "Stop.", SAID_AT), None)
+        trimmer.turn_abandoned()  # while the first trim runs
+        release.set()
+        assert trimmer.pending is not None
+        await trimmer.pending
+
+    asyncio.run(two_turns())
+    assert calls == [0]
