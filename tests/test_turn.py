@@ -42,6 +42,13 @@ WAKE = ("hey jarvis",)
         ("Can you tell me the", Ending.UNFINISHED),
         ("What are the names for", Ending.UNFINISHED),
         ("How many moons are", Ending.UNFINISHED),
+        ("How many moons are?", Ending.UNFINISHED),  # the only verb: a fragment
+        # a question ending on a verb after an auxiliary is whole
+        ("How many legs does a spider have?", Ending.FINISHED),
+        ("Do you know where my keys are?", Ending.FINISHED),
+        ("Can you tell me what the time is?", Ending.FINISHED),
+        ("It is late. How many moons are?", Ending.UNFINISHED),  # the auxiliary is in another sentence
+        ("How many legs does a spider have", Ending.UNFINISHED),  # no question mark: it may go on
         ("I want to know about my", Ending.UNFINISHED),
         ("Play some music and", Ending.UNFINISHED),
         ("Set a timer for ten minutes and a", Ending.UNFINISHED),
@@ -168,8 +175,9 @@ def test_a_pause_without_a_judgment_ends_after_end_silence():
     ("Stop.", False, Verdict.UNKNOWN),
     ("Set a timer for", False, Verdict.UNFINISHED),
     ("What time is it?", True, Verdict.FINISHED),
-    ("What timers do I have?", True, Verdict.FINISHED),  # "have" usually leads on
-    ("What timers do I have?", False, Verdict.UNFINISHED),
+    ("What timers do I have?", True, Verdict.FINISHED),
+    ("What is the capital of?", True, Verdict.FINISHED),  # what the matcher takes whole
+    ("What is the capital of?", False, Verdict.UNFINISHED),
 ])
 def test_a_whole_command_is_a_finished_turn(text, command, verdict):
     judgment = judge(PauseSignals(silence_ms=240, transcript=text, transcript_logprob=-0.9,

@@ -21,6 +21,7 @@ other signals say: the wake phrase never ends a turn by itself.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -83,13 +84,33 @@ UNFINISHED_WORDS = frozenset(
 
 _TRAILING_UNFINISHED = ("...", "…", ",", ";", ":", "-", "–", "—")
 
+#: Auxiliaries, copulas and "have": a question whose last sentence ends on one after another
+#: ("How many legs does a spider have?", "Do you know where my keys are?") is whole; one ending
+#: on the only one ("How many moons are?") is a fragment Whisper put a question mark on.
+_VERBS = frozenset(
+    {
+        "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "can", "could",
+        "will", "would", "should", "shall", "may", "might", "must", "have", "has", "had",
+    }
+)
+_SENTENCE_END = re.compile(r"[.!?]\s+")
+
+
+def _ends_on_stranded_verb(text: str) -> bool:
+    """Is `text` a question whose last sentence ends on a verb that follows an auxiliary in it?"""
+    if not text.endswith("?"):
+        return False
+    said = words(_SENTENCE_END.split(text)[-1])
+    return len(said) >= 2 and said[-1] in _VERBS and any(word in _VERBS for word in said[:-1])
+
 
 def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> Ending:
     """What the end of a speculative transcript says: finished, unfinished or unknown.
 
     Unfinished: only the wake phrase; a trailing "...", "…", ",", ";", ":" or dash; a last word in
-    `UNFINISHED_WORDS` (whatever punctuation Whisper put after it). Finished: "?" or "!", or "."
-    after at least two words. Anything else (no final punctuation, a one-word "Paris.") is unknown.
+    `UNFINISHED_WORDS` (whatever punctuation Whisper put after it), unless a question ends on a
+    verb after an auxiliary ("…does a spider have?"). Finished: "?" or "!", or "." after at least
+    two words. Anything else (no final punctuation, a one-word "Paris.") is unknown.
     """
     if text is None:
         return Ending.UNKNOWN
@@ -101,7 +122,7 @@ def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> End
         return Ending.UNFINISHED
     if stripped.endswith(_TRAILING_UNFINISHED):
         return Ending.UNFINISHED
-    if said[-1] in UNFINISHED_WORDS:
+    if said[-1] in UNFINISHED_WORDS and not _ends_on_stranded_verb(stripped):
         return Ending.UNFINISHED
     if stripped.endswith(("?", "!")):
         return Ending.FINISHED
