@@ -552,6 +552,26 @@ def test_a_paused_speaker_holds_its_place_and_one_kept_open_stays_open(sound_car
     assert 0.4 < gap < 0.9, gap
 
 
+def test_a_pause_longer_than_the_stall_slack_is_not_a_stalled_speaker(sound_card):
+    """She holds her reply while a "stop" is checked, which on a busy machine may take longer than
+    a stalled device is given: the clip still plays to its end."""
+    async def main():
+        speaker = Speaker(None, keep_open=True, stall_slack_seconds=0.3)
+        task = asyncio.create_task(speaker.play(AudioClip(noise(0.6, seed=3), SAMPLE_RATE)))
+        deadline = time.monotonic() + 5
+        while not speaker.speaking and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        speaker.pause()
+        await asyncio.sleep(1.5)
+        speaker.resume()
+        played = await asyncio.wait_for(task, 5)
+        await speaker.stop()
+        await speaker.close()
+        return played
+
+    assert run(main())
+
+
 def test_speaker_reopens_for_another_rate_and_closes_when_idle(sound_card, speech):
     raw, clip16 = speech  # 22 050 Hz espeak output, and 16 kHz
 

@@ -111,6 +111,8 @@ class Speaker:
         #: while True the callback plays silence and holds its place in the queue (read by the
         #: audio thread: a plain bool, set and cleared by `pause` and `resume`)
         self.paused = False
+        self._paused_since: float | None = None  # monotonic, while paused
+        self._paused_total = 0.0  # seconds held by `pause` before that
         self.device: DeviceInfo = find_device(device, "output")
         self.idle_close_seconds = idle_close_seconds
         self.block_seconds = block_seconds
@@ -227,17 +229,27 @@ class Speaker:
     def pause(self) -> None:
         """Hold playback where it is (silence from the next block on) until `resume`."""
         self.paused = True
+        if self._paused_since is None:
+            self._paused_since = time.monotonic()
 
     def resume(self) -> None:
         """Go on from where `pause` held it."""
         self.paused = False
+        if self._paused_since is not None:
+            self._paused_total += time.monotonic() - self._paused_since
+            self._paused_since = None
+
+    def _held_seconds(self) -> float:
+        """Seconds `pause` has held playback, in all (a stalled clip's budget leaves them out)."""
+        since = self._paused_since
+        return self._paused_total + (time.monotonic() - since if since is not None else 0.0)
 
     async def stop(self) -> None:
         """Cut playback at once (barge-in, shutdown): queued clips are dropped, pending `play()`
         calls return False, and the stream is aborted and closed — or, with `keep_open`, left
         playing silence."""
         self._epoch += 1
-        self.paused = False
+        self.resume()
         self._cancel_idle_close()
         out = self._out
         if out is not None:
@@ -276,16 +288,27 @@ class Speaker:
     async def _await_job(self, job: _Job, out: _Output, seconds: float) -> bool:
         """Wait until the callback fed the whole job, then until the device has played it."""
         budget = seconds + out.latency + self.stall_slack_seconds + self._queued_seconds(out, job)
+        started = time.monotonic()
+        deadline = started + budget
+        held = self._held_seconds()
         try:
-            async with asyncio.timeout(budget):
-                end = await asyncio.shield(job.fed)
+            while True:  # the time `pause` held it (a "stop" being checked) is not a stall
+                try:
+                    async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                        end = await asyncio.shield(job.fed)
+                    break
+                except TimeoutError:
+                    more = self._held_seconds() - held
+                    if more <= 0 and not self.paused:
+                        raise
+                    deadline, held = deadline + max(more, self.block_seconds), held + more
         except asyncio.CancelledError:
             if job.played.done():  # stop() cut it
                 return job.played.result()
             raise
         except TimeoutError:
             log.warning("speaker: %s stopped playing (a %.1f s clip not done after %.1f s); "
-                        "closing it", self.device.label(), seconds, budget)
+                        "closing it", self.device.label(), seconds, time.monotonic() - started)
             out.dead = True
             raise AudioDeviceError(f"output device {self.device.label()} stopped playing "
                                    "(Audio.OutputDevice)", code="playback_stalled") from None
