@@ -7,6 +7,7 @@ import pytest
 from elara.audio.frames import FRAME_SAMPLES, SAMPLE_RATE, AudioFrame
 from elara.audio.reference import PlaybackHistory
 from elara.skills.announcements import chime
+from elara.voice.barge_in import WAKE_WINDOW_FRAMES
 from elara.voice.echo import (
     CANCELLERS,
     FAR_ACTIVE_RMS,
@@ -420,7 +421,8 @@ def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_i
     (0.35, 9.0, False, True),  # across a reverberant room
     (0.15, 20.0, False, True),  # … a plain echo, little alike at any one lag
     (0.1, 8.0, False, False),  # like nothing she played: a person alone
-    (1.0, 300.0, True, False),  # silent through a frame while she spoke: it does not hear her
+    (0.27, 19.0, True, False),  # silent through a frame while she spoke: it does not hear her
+    (1.0, 300.0, True, True),  # … unless her echo is plain in it: the silence was a dropout
 ])
 def test_whether_her_voice_could_be_in_the_microphone(likeness, clarity, silent, hers):
     assert could_be_her_voice(likeness, clarity, silent) is hers
@@ -466,6 +468,23 @@ def test_a_phrase_over_her_in_a_microphone_that_does_not_hear_her_is_not_hers(ri
     mic += np.random.default_rng(1).standard_normal(len(mic)) * 30
     frames = len(person) // FRAME_SAMPLES + 4
     assert not heard(ring, mic[:len(ring)], frames)
+
+
+@pytest.mark.parametrize("path", ["loopback", "room"])
+@pytest.mark.parametrize("frames", [1, 2, 4])
+def test_her_own_voice_after_a_dropout_of_the_microphone_could_still_be_hers(path, frames):
+    """A stall of the sound server leaves the microphone silent for a few frames while she speaks:
+    her own wake phrase, heard plainly in it a little later, is still hers."""
+    reply = voice_clips.piper_speech("Hey Jarvis, you might say, and I would answer. Jarvis is a name from the "
+                                     "stories. Hey Jarvis, what is the weather?")
+    echo = np.concatenate([np.zeros(960), reply[:-960]]) * 0.5 if path == "loopback" else room(reply, 60, 0.5)
+    echo += np.random.default_rng(1).standard_normal(len(echo)) * 30
+    for gap in range(8, len(reply) // FRAME_SAMPLES - 20, 2):
+        mic = echo.copy()
+        mic[gap * FRAME_SAMPLES:(gap + frames) * FRAME_SAMPLES] = np.random.default_rng(2).standard_normal(
+            frames * FRAME_SAMPLES) * 30
+        for after in (2, 8, 16):
+            assert heard(reply, mic[:(gap + frames + after) * FRAME_SAMPLES], WAKE_WINDOW_FRAMES), (gap, after)
 
 
 @pytest.mark.parametrize("path", ["loopback", "room"])

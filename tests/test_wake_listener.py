@@ -31,7 +31,7 @@ class Echo:
     """An echo filter where the person is far louder than her; `meanwhile` runs while the
     listener asks whether her voice could be in the microphone (in a worker thread)."""
 
-    erle_db = 30.0
+    trusted_erle_db = 30.0
 
     def __init__(self, meanwhile):
         self.meanwhile = meanwhile

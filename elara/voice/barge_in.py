@@ -22,6 +22,6 @@ def playback_explains(name: str, near: float, far: float, played_words: str,
         return None
     if names_wake_word(played_words, name, similarity=PLAYED_NAME_SIMILARITY):
         return "she just said it"
-    if echo is not None and not is_barge_in(near, far, echo.erle_db):
-        return f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.erle_db:.1f} dB"
+    if echo is not None and not is_barge_in(near, far, echo.trusted_erle_db):
+        return f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.trusted_erle_db:.1f} dB"
     return None

@@ -103,6 +103,11 @@ HEARD_LIKENESS = 0.2
 HEARD_CLARITY = 12.0
 #: the microphone frames kept, before cancelling, to tell whether it hears her (≈2.5 s)
 HEARD_FRAMES = 32
+#: her echo this plain (likeness, or clarity) says the microphone hears her, whatever silence a
+#: frame kept before it showed: a stall of the sound server, or a dropout of the microphone, leaves
+#: silent frames while she spoke (a person alone at most 0.27 and 19, see above)
+PLAIN_ECHO_LIKENESS = 0.5
+PLAIN_ECHO_CLARITY = 40.0
 
 
 #: far-active frames over which what cancelling leaves of her voice is measured (≈5 s of her voice)
@@ -335,11 +340,13 @@ class _HeardEcho(NamedTuple):
 
 
 def could_be_her_voice(likeness: float, clarity: float, silent_while_she_spoke: bool) -> bool:
-    """Could her own voice be what the microphone heard over a stretch? Not if it stayed silent
-    through a frame while she spoke (plainly, all through the echo's delay range before it):
-    then it does not hear her at all (a headset); nor if what it heard is not like what she played
-    (`likeness`, normalized correlation at its best lag) and shows no plain echo of it
-    (`clarity`)."""
+    """Could her own voice be what the microphone heard over a stretch? Yes where it holds a plain
+    echo of what she played (`likeness`, normalized correlation at its best lag, or `clarity`).
+    Else not if it stayed silent through a frame while she spoke (all through the echo's delay
+    range before it): then it does not hear her at all (a headset); nor if what it heard is not
+    like what she played and shows no echo of it."""
+    if likeness >= PLAIN_ECHO_LIKENESS or clarity >= PLAIN_ECHO_CLARITY:
+        return True
     if silent_while_she_spoke:
         return False
     return likeness >= HEARD_LIKENESS or clarity >= HEARD_CLARITY
@@ -416,10 +423,13 @@ class HeardPlayback:
         far = self.history.read(window[0][0] - self.max_lag / SAMPLE_RATE, self.max_lag + len(near) - min(min_lag, 0))
         if _rms(far) < FAR_ACTIVE_RMS:
             return False  # she was silent all through: her echo can't be there
-        if self._silent_while_she_spoke(kept, min_lag):
-            return could_be_her_voice(0.0, 0.0, True)  # no need to look further
         likeness, clarity = echo_likeness(far, near, min_lag, self.max_lag)
-        return could_be_her_voice(likeness, clarity, False)
+        silent = self._silent_while_she_spoke(kept, min_lag)
+        answer = could_be_her_voice(likeness, clarity, silent)
+        if silent:
+            log.debug("the microphone was silent while she spoke; %.2f like her, clarity %.1f: %s",
+                      likeness, clarity, "her echo is plain" if answer else "it does not hear her")
+        return answer
 
     def _silent_while_she_spoke(self, kept: list[tuple[float, np.ndarray]], min_lag: int) -> bool:
         """Was the microphone silent, under `UNHEARD_PLAYBACK_DB` of her level, through one of its
@@ -700,6 +710,13 @@ class EchoFilter:
             return True
         return self._hears_playback() and self.heard.could_be_her(frames, self._least_lag())
 
+    @property
+    def trusted_erle_db(self) -> float:
+        """The ERLE a level heard over her voice is judged by: none while her echo path is
+        unconfirmed, or what cancelling leaves of her is measured again after a move (then her
+        echo may be as loud as she played it: a "stop" was read in it, just after a realignment)."""
+        return self.erle_db if self._confirmed and not self._remeasuring else 0.0
+
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
         recent = list(self._levels)[-frames:]
@@ -788,6 +805,7 @@ class EchoFilter:
             self.counters.realigned += 1
             self._residuals.clear()
             self._recent.clear()
+            self.heard.clear()  # its frames no longer follow on from the next
             self._remeasuring = True
             # what the once-a-second measure has gathered was read at the old alignment
             self._far.clear()

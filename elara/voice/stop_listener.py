@@ -98,7 +98,7 @@ class StopListener:
             # Speech over her voice is speech louder than what cancelling leaves of her voice, or
             # speech in a microphone that can't have heard her voice (a headset).
             near, far = parts.echo.recent_levels(1)
-            is_speech = (is_barge_in(near, far, parts.echo.erle_db, SPEECH_OVER_PLAYBACK_MARGIN_DB)
+            is_speech = (is_barge_in(near, far, parts.echo.trusted_erle_db, SPEECH_OVER_PLAYBACK_MARGIN_DB)
                          or not await asyncio.to_thread(parts.echo.could_be_her, WAKE_WINDOW_FRAMES))
         candidate = self._spotter.feed(frame.duration, is_speech)
         if candidate is None:
@@ -173,7 +173,7 @@ class StopListener:
         text = strip_wake_phrase(transcript.text, parts.wake_phrases)
         if heard_stop(text, heard.played_words, ringing=self._ringing()):
             if heard.could_be_her and parts.echo is not None \
-                    and not is_barge_in(heard.near, heard.far, parts.echo.erle_db):
+                    and not is_barge_in(heard.near, heard.far, parts.echo.trusted_erle_db):
                 self._counters.self_stops_suppressed += 1
                 log.info("ignored a \"stop\": her own voice could explain it (%.0f vs %.0f RMS)",
                          heard.near, heard.far)
