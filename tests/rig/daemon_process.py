@@ -62,6 +62,22 @@ class DaemonProcess:
         with self._changed:
             return "\n".join(self.lines)
 
+    def log_before(self, pattern: str, seconds: float, *, skip: int = 0) -> str:
+        """The lines logged in the `seconds` before each line matching `pattern` (after the first
+        `skip` of them), and the line: what a failure's report shows first, before a cut."""
+        rx = re.compile(pattern)
+        with self._changed:
+            lines = list(self.lines)
+        stamps = [_stamp(line) for line in lines]
+        shown: set[int] = set()
+        for index in [i for i, line in enumerate(lines) if rx.search(line)][skip:]:
+            at = stamps[index]
+            start = index
+            while start > 0 and at is not None and (stamps[start - 1] is None or at - stamps[start - 1] <= seconds):
+                start -= 1
+            shown.update(range(start, index + 1))
+        return "\n".join(lines[i] for i in sorted(shown))
+
     def terminate(self, timeout: float = 10.0) -> tuple[int, float]:
         """SIGTERM; returns (exit status, seconds it took). Kills it if it doesn't stop in time."""
         started = time.monotonic()
@@ -142,3 +158,11 @@ def spoken_question(path: Path, text: str) -> Path:
     return voice_clips.write_wav(path, voice_clips.concat(
         silence(0.5), voice_clips.piper_speech("Hey Jarvis."), silence(0.6), voice_clips.piper_speech(text),
         silence(1.5)))
+
+
+def _stamp(line: str) -> float | None:
+    """When a log line was logged (seconds since the epoch), or None for a continued line."""
+    try:
+        return time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+    except ValueError:
+        return None
