@@ -372,6 +372,7 @@ def test_when_speexdsp_takes_over_what_it_leaves_of_her_voice_is_measured_anew()
         assert n < RESIDUAL_MIN_FRAMES or echo.residual_ratio() == 0.0  # AEC3 left nothing
     assert handed_over is not None
     assert echo.residual_ratio() is None and not echo.settled(stamp)
+    assert echo.trusted_erle_db == echo.erle_db  # her echo did not move: the ERLE still holds
     for _ in range(RESIDUAL_MIN_FRAMES):
         stamp += FRAME
         echo.clean(AudioFrame(near, stamp))
@@ -402,7 +403,10 @@ def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_i
             assert echo.settled(stamp)  # the first reply: learnt
             if underrun:
                 history.moved_at = stamp  # the gap's new timeline, settled long before the next reply
+        realigned = echo.counters.realigned
         echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16), stamp))
+        if echo.counters.realigned > realigned:  # learnt where her echo no longer is
+            assert echo.trusted_erle_db == 0.0
         if i >= second and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
             # her own voice, as the going-on check asks of each frame of speech
             in_a_row = in_a_row + 1 if echo.person_over_playback(stamp) else 0
@@ -410,6 +414,7 @@ def test_after_a_gap_in_her_voice_nothing_over_it_is_the_person_until_her_echo_i
             if confirmed_at is None and echo.settled(stamp):
                 confirmed_at = (i - second) // FRAME_SAMPLES
     assert most_in_a_row < 3 and confirmed_at is not None
+    assert echo.trusted_erle_db == echo.erle_db  # measured again by her reply's end
     if move_ms or jump_ms:
         assert echo.counters.moved + echo.counters.realigned >= 1
     else:  # no move: confirmed at her first frames, without a realignment

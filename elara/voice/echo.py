@@ -497,6 +497,7 @@ class EchoFilter:
         # Set when the reference is realigned (the echo path moved): what cancelling left of her
         # voice before no longer holds, and until it is measured again it may be as loud as a person.
         self._remeasuring = False
+        self._realigned_unmeasured = False  # … and the reason was a realignment
         #: whether a `LearningCanceller` had handed over to speexdsp at the last frame
         self._switched = False
         # Cleared when the speaker's timeline moves (a gap in her voice, an underrun) after the
@@ -555,6 +556,7 @@ class EchoFilter:
             self._residuals.append(out_rms / far_rms)
             self._heard.append(near_rms / far_rms)
             self._remeasuring = self._remeasuring and len(self._residuals) < RESIDUAL_MIN_FRAMES
+            self._realigned_unmeasured = self._realigned_unmeasured and self._remeasuring
             if near_rms > 0:
                 erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
                 self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
@@ -712,10 +714,10 @@ class EchoFilter:
 
     @property
     def trusted_erle_db(self) -> float:
-        """The ERLE a level heard over her voice is judged by: none while her echo path is
-        unconfirmed, or what cancelling leaves of her is measured again after a move (then her
-        echo may be as loud as she played it: a "stop" was read in it, just after a realignment)."""
-        return self.erle_db if self._confirmed and not self._remeasuring else 0.0
+        """The ERLE a level heard over her voice is judged by: none after the reference was
+        realigned until what cancelling leaves of her is measured again (the filter learnt her echo
+        where it no longer is, and a "stop" was read in what it left)."""
+        return 0.0 if self._realigned_unmeasured else self.erle_db
 
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
@@ -746,7 +748,7 @@ class EchoFilter:
         self._heard.clear()
         self._recent.clear()
         self.heard.clear()
-        self._remeasuring = self._switched = False
+        self._remeasuring = self._switched = self._realigned_unmeasured = False
         self._confirmed, self._timeline = True, self.history.moved_at
         with self._lock:
             self.canceller.reset()
@@ -806,7 +808,7 @@ class EchoFilter:
             self._residuals.clear()
             self._recent.clear()
             self.heard.clear()  # its frames no longer follow on from the next
-            self._remeasuring = True
+            self._remeasuring = self._realigned_unmeasured = True
             # what the once-a-second measure has gathered was read at the old alignment
             self._far.clear()
             self._near.clear()
