@@ -6,6 +6,8 @@ import asyncio
 import ctypes
 import ctypes.util
 import os
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
 
@@ -72,3 +74,37 @@ def test_one_trim_at_a_time():
 
     asyncio.run(two_turns())
     assert calls == [0]
+
+
+ARENAS_USED = """
+import ctypes, ctypes.util, sys, threading
+from elara.service.heap import limit_arenas
+print(limit_arenas(int(sys.argv[1])) if sys.argv[1] != "-" else None)
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+together = threading.Barrier(8)
+def allocate():
+    together.wait()
+    for _ in range(2000):
+        libc.malloc(1024)  # a thread's first takes an arena of its own, up to the limit
+    together.wait()
+threads = [threading.Thread(target=allocate) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc.malloc_stats()  # one "Arena N:" block per arena, on stderr
+"""
+
+
+def arenas_used(limit: str, **env: str) -> tuple[str, int]:
+    ran = subprocess.run([sys.executable, "-c", ARENAS_USED, limit], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, **env}, check=True)
+    return ran.stdout.strip(), ran.stderr.count("Arena ")
+
+
+def test_the_daemons_threads_share_two_heap_arenas():
+    assert arenas_used("2") == ("True", 2)
+    assert arenas_used("-")[1] > 2  # glibc's own limit: 8 per core
+    # the environment's word stands
+    assert arenas_used("2", MALLOC_ARENA_MAX="3") == ("False", 3)

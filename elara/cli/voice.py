@@ -37,9 +37,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from elara.service.daemon import Daemon
+    from elara.service.heap import limit_arenas
     from elara.service.openmp import prepare_openmp
 
     prepare_openmp()  # while this is the only thread
+    limit_arenas()
     return asyncio.run(Daemon(settings, args.config, args.config_sources.files).run())
 
 

@@ -13,6 +13,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
+import os
 import time
 from collections.abc import Callable
 
@@ -21,10 +22,34 @@ from elara.conversation.messages import ChatMessage
 log = logging.getLogger(__name__)
 
 
+#: glibc's `mallopt` parameter for the most heap arenas its threads may use
+M_ARENA_MAX = -8
+#: … for the daemon: its twenty-odd threads made 18 arenas on a 2-core machine, which held
+#: 306 MiB after an hour and 399 MiB after two, each keeping what its threads had freed
+ARENA_MAX = 2
+
+
+def limit_arenas(count: int = ARENA_MAX) -> bool:
+    """Have the process's threads share at most `count` heap arenas, unless MALLOC_ARENA_MAX
+    already says how many; True if glibc took it. Called while this is the only thread."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        mallopt = _libc().mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, count))
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
 def malloc_trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim`, or None where the C library has none (musl)."""
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        trim = _libc().malloc_trim
     except (OSError, AttributeError):
         return None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
