@@ -103,11 +103,14 @@ HEARD_LIKENESS = 0.2
 HEARD_CLARITY = 12.0
 #: the microphone frames kept, before cancelling, to tell whether it hears her (≈2.5 s)
 HEARD_FRAMES = 32
-#: her echo this plain (likeness, or clarity) says the microphone hears her, whatever silence a
-#: frame kept before it showed: a stall of the sound server, or a dropout of the microphone, leaves
-#: silent frames while she spoke (a person alone at most 0.27 and 19, see above)
+#: her echo this alike in the frames kept since the microphone was silent while she spoke says it
+#: hears her after all: a stall of the sound server, or a dropout of the microphone, left that
+#: silence (over 8 frames or more after a dropout of 1-4 frames, her echo alone measured 0.64 and
+#: up across a simulated room, 0.99 through a loopback; a person alone over her at most 0.27, see
+#: above)
 PLAIN_ECHO_LIKENESS = 0.5
-PLAIN_ECHO_CLARITY = 40.0
+#: … over at least this many frames (fewer, a pause in her words may be most of them)
+PLAIN_ECHO_FRAMES = 8
 
 
 #: far-active frames over which what cancelling leaves of her voice is measured (≈5 s of her voice)
@@ -339,16 +342,15 @@ class _HeardEcho(NamedTuple):
     clarity: float
 
 
-def could_be_her_voice(likeness: float, clarity: float, silent_while_she_spoke: bool) -> bool:
-    """Could her own voice be what the microphone heard over a stretch? Yes where it holds a plain
-    echo of what she played (`likeness`, normalized correlation at its best lag, or `clarity`).
-    Else not if it stayed silent through a frame while she spoke (all through the echo's delay
-    range before it): then it does not hear her at all (a headset); nor if what it heard is not
-    like what she played and shows no echo of it."""
-    if likeness >= PLAIN_ECHO_LIKENESS or clarity >= PLAIN_ECHO_CLARITY:
-        return True
+def could_be_her_voice(likeness: float, clarity: float, silent_while_she_spoke: bool,
+                       likeness_since: float = 0.0) -> bool:
+    """Could her own voice be what the microphone heard over a stretch? Not if it stayed silent
+    through a frame while she spoke (all through the echo's delay range before it), unless what it
+    heard since is plainly her echo (`likeness_since`): else it does not hear her at all (a
+    headset). Nor if what it heard is not like what she played (`likeness`, normalized correlation
+    at its best lag) and shows no plain echo of it (`clarity`)."""
     if silent_while_she_spoke:
-        return False
+        return likeness_since >= PLAIN_ECHO_LIKENESS
     return likeness >= HEARD_LIKENESS or clarity >= HEARD_CLARITY
 
 
@@ -356,9 +358,11 @@ def echo_likeness(far: np.ndarray, near: np.ndarray, min_lag: int, max_lag: int)
     """How much `near` is `far` some lag late (`min_lag` … `max_lag` samples; `far` starts
     `max_lag` samples before `near` and runs on `-min_lag` after it): the largest normalized
     correlation over those lags, and how plain an echo GCC-PHAT finds (its peak over the mean of
-    the rest, as `estimate_delay` measures it)."""
+    the rest, as `estimate_delay` measures it). Each without its mean: an offset is no echo."""
     near = near.astype(np.float64)
     far = far.astype(np.float64)
+    near -= near.mean() if len(near) else 0.0
+    far -= far.mean() if len(far) else 0.0
     count = len(near)
     size = 1 << (len(far) + count - 1).bit_length()
     spectrum = np.fft.rfft(far, size) * np.conj(np.fft.rfft(near, size))
@@ -423,21 +427,29 @@ class HeardPlayback:
         far = self.history.read(window[0][0] - self.max_lag / SAMPLE_RATE, self.max_lag + len(near) - min(min_lag, 0))
         if _rms(far) < FAR_ACTIVE_RMS:
             return False  # she was silent all through: her echo can't be there
-        likeness, clarity = echo_likeness(far, near, min_lag, self.max_lag)
-        silent = self._silent_while_she_spoke(kept, min_lag)
-        answer = could_be_her_voice(likeness, clarity, silent)
-        if silent:
-            log.debug("the microphone was silent while she spoke; %.2f like her, clarity %.1f: %s",
-                      likeness, clarity, "her echo is plain" if answer else "it does not hear her")
+        silent = self._last_silent_while_she_spoke(kept, min_lag)
+        if silent is None:
+            return could_be_her_voice(*echo_likeness(far, near, min_lag, self.max_lag), False)
+        since = kept[silent + 1:]
+        likeness = 0.0
+        if len(since) >= PLAIN_ECHO_FRAMES:
+            near = np.concatenate([n for _, n in since])
+            far = self.history.read(since[0][0] - self.max_lag / SAMPLE_RATE,
+                                    self.max_lag + len(near) - min(min_lag, 0))
+            likeness = echo_likeness(far, near, min_lag, self.max_lag)[0]
+        answer = could_be_her_voice(0.0, 0.0, True, likeness)
+        log.debug("the microphone was silent while she spoke %d frames ago; %.2f like her since: %s",
+                  len(since), likeness, "a dropout" if answer else "it does not hear her")
         return answer
 
-    def _silent_while_she_spoke(self, kept: list[tuple[float, np.ndarray]], min_lag: int) -> bool:
-        """Was the microphone silent, under `UNHEARD_PLAYBACK_DB` of her level, through one of its
-        kept frames while she spoke all through the echo's delay range before it (its quietest
-        80 ms there)? Her echo, at any delay in the range, would have been heard."""
+    def _last_silent_while_she_spoke(self, kept: list[tuple[float, np.ndarray]], min_lag: int) -> int | None:
+        """The last of its kept frames the microphone was silent through, under
+        `UNHEARD_PLAYBACK_DB` of her level, while she spoke all through the echo's delay range
+        before it (its quietest 80 ms there), if any: her echo, at any delay in the range, would
+        have been heard."""
         count = len(kept[0][1])
         if any(len(near) != count for _, near in kept):
-            return False
+            return None
         # what she played, a frame at a time, from the echo's longest delay before the first
         # frame kept to its shortest after the last (the frames follow on: `clean` clears them
         # where its reference does not)
@@ -448,7 +460,8 @@ class HeardPlayback:
         span = before + 1 + after  # the far frames each microphone frame's echo may come from
         least = np.lib.stride_tricks.sliding_window_view(levels, span).min(axis=1)[:len(kept)]
         heard = np.array([_rms(near) for _, near in kept])
-        return bool(np.any((least >= FAR_ACTIVE_RMS) & (heard < least * 10 ** (UNHEARD_PLAYBACK_DB / 20))))
+        silent = np.flatnonzero((least >= FAR_ACTIVE_RMS) & (heard < least * 10 ** (UNHEARD_PLAYBACK_DB / 20)))
+        return int(silent[-1]) if len(silent) else None
 
 
 @dataclass
