@@ -58,9 +58,19 @@ class Action(enum.Enum):
     FALLBACK = "fallback"  # no judgment: the plain EndSilenceMs rule decides
 
 
-#: Words a sentence does not end on: articles, possessives, conjunctions, prepositions,
-#: auxiliaries and hesitation sounds. A question that really ends on one ("What is it made of?")
-#: only waits longer; a thought cut at one loses the rest of the question.
+#: Auxiliaries, copulas and "have": a question whose last sentence ends on one after another
+#: ("How many legs does a spider have?", "Do you know where my keys are?") is whole; one ending
+#: on the only one ("How many moons are?") is a fragment Whisper put a question mark on.
+_VERBS = frozenset(
+    {
+        "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "can", "could",
+        "will", "would", "should", "shall", "may", "might", "must", "have", "has", "had",
+    }
+)
+
+#: Words a sentence does not end on: articles, possessives, conjunctions, prepositions, question
+#: words, hesitation sounds and the auxiliaries above. A question that really ends on one ("What is
+#: it made of?") only waits longer; a thought cut at one loses the rest of the question.
 UNFINISHED_WORDS = frozenset(
     {
         # articles, determiners, possessives
@@ -72,27 +82,14 @@ UNFINISHED_WORDS = frozenset(
         "of", "for", "to", "with", "about", "from", "in", "on", "at", "by", "into", "onto",
         "between", "like", "over", "under", "after", "before", "during", "through", "without",
         "across", "near", "per",
-        # auxiliaries and copulas
-        "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "can", "could",
-        "will", "would", "should", "shall", "may", "might", "must", "have", "has", "had",
         # question words alone at the end ("Tell me what", "and how")
         "what", "which", "who", "whose", "how", "when", "where", "why",
         # hesitation
         "um", "uh", "er", "erm", "hmm", "hm", "mm", "uhm", "ah",
     }
-)
+) | _VERBS
 
 _TRAILING_UNFINISHED = ("...", "…", ",", ";", ":", "-", "–", "—")
-
-#: Auxiliaries, copulas and "have": a question whose last sentence ends on one after another
-#: ("How many legs does a spider have?", "Do you know where my keys are?") is whole; one ending
-#: on the only one ("How many moons are?") is a fragment Whisper put a question mark on.
-_VERBS = frozenset(
-    {
-        "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "can", "could",
-        "will", "would", "should", "shall", "may", "might", "must", "have", "has", "had",
-    }
-)
 _SENTENCE_END = re.compile(r"[.!?]\s+")
 
 
