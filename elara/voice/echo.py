@@ -423,8 +423,7 @@ class HeardPlayback:
 
     def _could_be_her(self, kept: list[tuple[float, np.ndarray]], window: list[tuple[float, np.ndarray]],
                       min_lag: int) -> bool:
-        near = np.concatenate([n for _, n in window])
-        far = self.history.read(window[0][0] - self.max_lag / SAMPLE_RATE, self.max_lag + len(near) - min(min_lag, 0))
+        far, near = self._played_and_heard(window, min_lag)
         if _rms(far) < FAR_ACTIVE_RMS:
             return False  # she was silent all through: her echo can't be there
         silent = self._last_silent_while_she_spoke(kept, min_lag)
@@ -433,14 +432,18 @@ class HeardPlayback:
         since = kept[silent + 1:]
         likeness = 0.0
         if len(since) >= PLAIN_ECHO_FRAMES:
-            near = np.concatenate([n for _, n in since])
-            far = self.history.read(since[0][0] - self.max_lag / SAMPLE_RATE,
-                                    self.max_lag + len(near) - min(min_lag, 0))
-            likeness = echo_likeness(far, near, min_lag, self.max_lag)[0]
+            likeness = echo_likeness(*self._played_and_heard(since, min_lag), min_lag, self.max_lag)[0]
         answer = could_be_her_voice(0.0, 0.0, True, likeness)
         log.debug("the microphone was silent while she spoke %d frames ago; %.2f like her since: %s",
                   len(since), likeness, "a dropout" if answer else "it does not hear her")
         return answer
+
+    def _played_and_heard(self, frames: list[tuple[float, np.ndarray]], min_lag: int) -> tuple[np.ndarray, np.ndarray]:
+        """What she played over `frames` (from `max_lag` before them to `min_lag` after), and the
+        frames as heard, joined: `echo_likeness`'s two."""
+        near = np.concatenate([n for _, n in frames])
+        return self.history.read(frames[0][0] - self.max_lag / SAMPLE_RATE,
+                                 self.max_lag + len(near) - min(min_lag, 0)), near
 
     def _last_silent_while_she_spoke(self, kept: list[tuple[float, np.ndarray]], min_lag: int) -> int | None:
         """The last of its kept frames the microphone was silent through, under
