@@ -49,6 +49,11 @@ WAKE = ("hey jarvis",)
         ("Can you tell me what the time is?", Ending.FINISHED),
         ("It is late. How many moons are?", Ending.UNFINISHED),  # the auxiliary is in another sentence
         ("How many legs does a spider have", Ending.UNFINISHED),  # no question mark: it may go on
+        # "then" closing a question is an adverb; without the question mark, a cut conjunction
+        ("And then?", Ending.FINISHED),
+        ("What happens then?", Ending.FINISHED),
+        ("Turn the lights off and then", Ending.UNFINISHED),
+        ("Turn the lights off and then.", Ending.UNFINISHED),
         ("I want to know about my", Ending.UNFINISHED),
         ("Play some music and", Ending.UNFINISHED),
         ("Set a timer for ten minutes and a", Ending.UNFINISHED),

@@ -89,15 +89,22 @@ UNFINISHED_WORDS = frozenset(
     }
 ) | _VERBS
 
+#: Words in `UNFINISHED_WORDS` that close a question as adverbs ("And then?", "What then?"); after a
+#: cut conjunction ("…and then") Whisper writes no question mark.
+_CLOSING_ADVERBS = frozenset({"then"})
+
 _TRAILING_UNFINISHED = ("...", "…", ",", ";", ":", "-", "–", "—")
 _SENTENCE_END = re.compile(r"[.!?]\s+")
 
 
-def _ends_on_stranded_verb(text: str) -> bool:
-    """Is `text` a question whose last sentence ends on a verb that follows an auxiliary in it?"""
+def _is_whole_question(text: str) -> bool:
+    """Does the question `text` end on a word that closes it: an adverb like "then", or a verb
+    following an auxiliary in its last sentence?"""
     if not text.endswith("?"):
         return False
     said = words(_SENTENCE_END.split(text)[-1])
+    if said and said[-1] in _CLOSING_ADVERBS:
+        return True
     return len(said) >= 2 and said[-1] in _VERBS and any(word in _VERBS for word in said[:-1])
 
 
@@ -106,7 +113,7 @@ def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> End
 
     Unfinished: only the wake phrase; a trailing "...", "…", ",", ";", ":" or dash; a last word in
     `UNFINISHED_WORDS` (whatever punctuation Whisper put after it), unless a question ends on a
-    verb after an auxiliary ("…does a spider have?"). Finished: "?" or "!", or "." after at least
+    word that closes it ("And then?", "…does a spider have?"). Finished: "?" or "!", or "." after at least
     two words. Anything else (no final punctuation, a one-word "Paris.") is unknown.
     """
     if text is None:
@@ -119,7 +126,7 @@ def transcript_ending(text: str | None, wake_phrases: Iterable[str] = ()) -> End
         return Ending.UNFINISHED
     if stripped.endswith(_TRAILING_UNFINISHED):
         return Ending.UNFINISHED
-    if said[-1] in UNFINISHED_WORDS and not _ends_on_stranded_verb(stripped):
+    if said[-1] in UNFINISHED_WORDS and not _is_whole_question(stripped):
         return Ending.UNFINISHED
     if stripped.endswith(("?", "!")):
         return Ending.FINISHED
