@@ -12,8 +12,9 @@ minutes). The speaker is looped back into the microphone (60 ms late, at half vo
 
 Every event is checked against the daemon's log and the model's requests: a question the model
 was not asked is missed; a wake or a question nobody scripted is extra. Sampled every minute:
-RSS, threads, open file descriptors, asyncio tasks (`elara status`), the store's bytes on disk, the
-CPU over the last silent stretch with Elara idle, and end of speech → first audio of each turn.
+RSS (and malloc's heaps in it), threads, open file descriptors, asyncio tasks (`elara status`), the
+store's bytes on disk, the CPU over the last silent stretch with Elara idle, and end of speech →
+first audio of each turn.
 
 Pass, at the end: after the first 10 minutes RSS grows < 5 % (the median of the last 10 minutes'
 samples against that of the 10 after the warm-up: a sample taken during a turn holds tens of MiB
@@ -121,6 +122,7 @@ class Sample:
     minute: float
     rss_mib: float
     rss_anon_mib: float  # the heap and other private memory (the rest is mapped files: models)
+    rss_heap_mib: float  # of that, malloc's heaps: the main heap and the threads' arenas
     threads: int
     fds: int
     tasks: int | None
@@ -393,6 +395,25 @@ def process_figures(pid: int) -> tuple[float, float, int, int]:
             int(fields["Threads"]), len(os.listdir(f"/proc/{pid}/fd")))
 
 
+ARENA_BYTES = 64 << 20  # glibc's thread arenas are mapped 64 MiB-aligned, 64 MiB at most
+
+
+def heap_rss_mib(pid: int) -> float:
+    """The resident part of malloc's heaps in MiB: `[heap]` and the anonymous mappings that start
+    64 MiB-aligned and span at most 64 MiB (glibc's thread arenas). What anonymous memory is left
+    is blocks mapped on their own: model weights, onnxruntime's and CTranslate2's big buffers."""
+    total_kib, counted = 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            name = head[5] if len(head) > 5 else ""
+            counted = name == "[heap]" or (not name and start % ARENA_BYTES == 0 and end - start <= ARENA_BYTES)
+        elif counted and head[0] == "Rss:":
+            total_kib += int(head[1])
+    return total_kib / 1024
+
+
 def store_bytes(root: Path) -> int:
     """Bytes of every file under the store's folder."""
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
@@ -418,16 +439,19 @@ class Sampler(threading.Thread):
         if h.daemon.process.poll() is not None:
             return
         rss, anon, threads, fds = process_figures(pid)
+        heap = heap_rss_mib(pid)
         minute = h.minute()
         idle = [x.cpu for x in h.tally.idle if x.minute > minute - self.interval / 60]
         recent = [t.speech_end_to_first_audio for t in h.tally.turns if t.minute > minute - self.interval / 60]
         self.samples.append(Sample(
-            minute=round(minute, 2), rss_mib=round(rss, 1), rss_anon_mib=round(anon, 1), threads=threads, fds=fds,
+            minute=round(minute, 2), rss_mib=round(rss, 1), rss_anon_mib=round(anon, 1),
+            rss_heap_mib=round(heap, 1), threads=threads, fds=fds,
             tasks=status(self.env).get("tasks"), store_bytes=store_bytes(self.store),
             idle_cpu=round(idle[-1], 2) if idle else None, turns=len(h.tally.turns),
             p50_latency=round(statistics.median(recent), 3) if recent else None))
         s = self.samples[-1]
-        log(f"  {s.minute:5.1f} min: RSS {s.rss_mib:.0f} MiB ({s.rss_anon_mib:.0f} anonymous), {s.threads} threads, {s.fds} fds, {s.tasks} tasks, "
+        log(f"  {s.minute:5.1f} min: RSS {s.rss_mib:.0f} MiB ({s.rss_anon_mib:.0f} anonymous, "
+            f"{s.rss_heap_mib:.0f} in malloc's heaps), {s.threads} threads, {s.fds} fds, {s.tasks} tasks, "
             f"store {s.store_bytes / 1024:.0f} KiB, idle CPU {s.idle_cpu} %, {s.turns} turns")
 
 
@@ -526,6 +550,7 @@ def plot(samples: list[Sample], turns: list[Turn], idle: list[Stretch], path: Pa
     minutes = [s.minute for s in samples]
     axes[0].plot(minutes, [s.rss_mib for s in samples], marker=".", label="RSS")
     axes[0].plot(minutes, [s.rss_anon_mib for s in samples], marker=".", label="anonymous")
+    axes[0].plot(minutes, [s.rss_heap_mib for s in samples], marker=".", label="malloc's heaps")
     axes[0].legend(loc="upper left")
     axes[0].set_ylabel("memory (MiB)")
     axes[1].plot(minutes, [s.threads for s in samples], marker=".", label="threads")
