@@ -322,6 +322,25 @@ def test_her_echo_path_moving_between_replies_is_seen_at_her_first_frames(far, d
     assert [round(delay_ms) for _, delay_ms in moves] == list(delays[1:])
 
 
+def test_a_voice_like_hers_far_behind_her_echo_is_not_taken_for_a_move(far):
+    """Over her reply, someone whose words are hers from a third of a second before (as alike as a
+    voice can be: her own, late), louder than her echo: no stall moves an echo that far, so the move
+    check leaves it, and the once-a-second measure still finds her echo where it is."""
+    history = PlaybackHistory(seconds=30)
+    for i in range(0, len(far), 320):
+        history.write(100.0 + i / SAMPLE_RATE, far[i:i + 320], SAMPLE_RATE)
+    mic = room(far, 40, 0.25)
+    late, begin, said = int(0.33 * SAMPLE_RATE), 5 * SAMPLE_RATE, int(0.8 * SAMPLE_RATE)
+    mic[begin:begin + said] += far[begin - late:begin - late + said] * 1.0
+    mic += np.random.default_rng(0).standard_normal(len(mic)) * 30
+    echo = EchoFilter(SpeexCanceller(), history)
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16),
+                              100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE))
+    assert echo.counters.moved == 0
+    assert echo.delay_ms is not None and abs(echo.delay_ms - 40) <= 2
+
+
 @pytest.mark.parametrize("delay_ms", [40, 100])
 def test_a_person_talking_over_her_is_not_taken_for_her_echo_moving(far, delay_ms):
     """People of several voices and loudnesses over her reply, her echo path where it was: the

@@ -91,6 +91,11 @@ MOVED_LIKENESS = 2.0
 MOVED_MIN_LIKENESS = 0.15
 #: … over her latest frames alone (a move in the window's middle leaves its start alike at the old)
 MOVED_LIKENESS_FRAMES = 2
+#: … and by no more than this: a stall re-times her echo by 3–93 ms (seen live), while a voice like
+#: hers over her reply once looked like her echo 332 ms late (the soak: her echo then went
+#: uncancelled and the wake word over it was judged hers). A larger move waits for the
+#: once-a-second measure, which a few words over her don't sway.
+MOVED_MAX_SECONDS = 0.15
 
 
 #: whether her own voice can be in a stretch of the microphone (`could_be_her_voice`): it is as
@@ -699,7 +704,8 @@ class EchoFilter:
     def _realign_if_moved(self, heard: _HeardEcho) -> bool:
         far, padded, lag, clarity = heard
         assert self._target is not None
-        if clarity < MOVED_CLARITY or abs(lag / SAMPLE_RATE - self._target) <= MOVED_SECONDS:
+        off = abs(lag / SAMPLE_RATE - self._target)
+        if clarity < MOVED_CLARITY or off <= MOVED_SECONDS or off > MOVED_MAX_SECONDS:
             return False
         last = MOVED_LIKENESS_FRAMES * len(self._recent[-1][1])
         there = _likeness(far, padded, lag, last)
