@@ -165,10 +165,11 @@ def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, 
 
     # A reply started ahead on a fragment (what is left of her voice as she falls silent) may be
     # asked for and dropped when the question goes on; every other request is one of the three.
+    # (One dropped before its request went out asks nothing: 1 run in 8 did.)
     expected = ["tell me a story", "tell me another story", "what is the capital of germany"]
     questions = asked(ollama_server)
     assert [q for q in questions if q in expected] == expected, questions
-    assert len(questions) - len(expected) == daemon.count("dropped the reply started ahead"), questions
+    assert len(questions) - len(expected) <= daemon.count("dropped the reply started ahead"), questions
     counters = daemon_status(env)["counters"]
     assert counters["stops"] == 1 and counters["barge_ins"] == 1, counters
     # Heard at the microphone, through the echo path: she fell silent at once, not at the end of
