@@ -146,6 +146,24 @@ def test_the_timekeeper_hands_over_each_timer_once_when_due(tmp_path):
     run_keeper(keeper, steps)
 
 
+def test_the_keeper_forgets_a_closed_timer_and_the_book_lists_only_the_active(tmp_path):
+    # months of timers: neither the keeper's memory of what it handed over nor the book's
+    # active list may grow with every timer ever set
+    clock = Clock()
+    book = book_over(tmp_path, clock)
+    keeper = Timekeeper(book, lambda due: None, clock=clock)
+    later, sooner = book.start(9, "later"), book.start(5, "sooner")
+    clock.advance(5)
+    assert [d.timer.id for d in keeper.due(clock())] == [sooner.id]
+    book.set_state(sooner.id, RINGING)
+    assert [t.id for t in book.active()] == [sooner.id, later.id]
+    book.set_state(sooner.id, DONE)
+    assert keeper.due(clock()) == []
+    assert keeper._handed == set()
+    assert [t.id for t in book.active()] == [later.id]
+    assert len(book.timers()) == 2
+
+
 def test_a_timer_set_while_running_wakes_the_keeper(tmp_path):
     clock = Clock()
     book = book_over(tmp_path, clock)

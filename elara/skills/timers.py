@@ -106,6 +106,9 @@ class TimerBook:
         self._lock = threading.RLock()
         self._timers: dict[str, Timer] = {}
         self._published: tuple[Timer, ...] = ()
+        #: the active ones, soonest due first: the timekeeper asks every second, and the book
+        #: keeps every timer ever set
+        self._active: tuple[Timer, ...] = ()
         #: told after every change (the timekeeper re-plans); called from the changing thread
         self.on_change: Callable[[], None] | None = None
 
@@ -138,7 +141,7 @@ class TimerBook:
 
     def active(self) -> list[Timer]:
         """The timers counting down or ringing, soonest due first."""
-        return [t for t in self.timers() if t.active]
+        return list(self._active)
 
     def get(self, timer_id: str) -> Timer | None:
         """The timer with this id (or unique id prefix of at least 4 characters)."""
@@ -192,6 +195,7 @@ class TimerBook:
 
     def _publish(self) -> None:
         self._published = tuple(self._timers.values())
+        self._active = tuple(sorted((t for t in self._published if t.active), key=lambda t: t.due))
 
     def changed(self) -> None:
         """Tell `on_change` the timers changed (done by every change made here)."""
@@ -247,7 +251,9 @@ class Timekeeper:
         """The pending timers due by `now` not handed over yet (and from now on counted as handed)."""
         started = self._started or now
         found = []
-        for timer in self.book.active():
+        active = self.book.active()
+        self._handed &= {t.id for t in active}  # a closed timer is never handed again
+        for timer in active:
             if timer.id in self._handed or timer.state != PENDING or timer.due > now:
                 continue
             self._handed.add(timer.id)
