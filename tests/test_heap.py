@@ -1,4 +1,4 @@
-"""The heap trimmer: what worker threads freed during a turn goes back to the system after it."""
+"""The heap trimmer: what worker threads freed goes back to the system once the work is over."""
 
 from __future__ import annotations
 
@@ -9,14 +9,11 @@ import os
 import subprocess
 import sys
 import threading
-from datetime import UTC, datetime
 
-from elara.conversation.messages import ChatMessage, ChatRole
 from elara.service.heap import HeapTrimmer, malloc_trim
 
 BLOCK = 64 * 1024  # under glibc's mmap threshold: taken from the thread's arena
 BLOCKS = 1600  # 100 MiB
-SAID_AT = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
 
 
 def rss_mib() -> float:
@@ -37,7 +34,7 @@ def freed_in_a_worker_thread() -> None:
         libc.free(block)
 
 
-def test_after_a_turn_the_memory_worker_threads_freed_goes_back_to_the_system():
+def test_once_the_work_is_over_the_memory_worker_threads_freed_goes_back_to_the_system():
     assert malloc_trim() is not None  # glibc, as on Debian
     worker = threading.Thread(target=freed_in_a_worker_thread)
     worker.start()
@@ -46,7 +43,7 @@ def test_after_a_turn_the_memory_worker_threads_freed_goes_back_to_the_system():
     trimmer = HeapTrimmer()
 
     async def turn_over() -> None:
-        trimmer.turn_finished(ChatMessage(ChatRole.USER, "What time is it?", SAID_AT), None)
+        trimmer.soon()
         assert trimmer.pending is not None
         await trimmer.pending
 
@@ -66,8 +63,8 @@ def test_one_trim_at_a_time():
     trimmer = HeapTrimmer(trim)
 
     async def two_turns() -> None:
-        trimmer.turn_finished(ChatMessage(ChatRole.USER, "Stop.", SAID_AT), None)
-        trimmer.turn_abandoned()  # while the first trim runs
+        trimmer.soon()
+        trimmer.soon()  # while the first trim runs
         release.set()
         assert trimmer.pending is not None
         await trimmer.pending

@@ -43,6 +43,24 @@ async def settle():
         await asyncio.sleep(0)
 
 
+def test_each_idle_hook_runs_once_the_queue_is_empty_and_a_role_is_replaced_not_added():
+    async def scenario():
+        recorder = Recorder()
+        recorder.gate.set()
+        worker = MemoryWorker(recorder.jobs)
+        calls = []
+        worker.on_idle["prompt"] = lambda: calls.append("old prompt")
+        worker.on_idle["prompt"] = lambda: calls.append(("prompt", list(recorder.events)))  # a reload
+        worker.on_idle["heap"] = lambda: calls.append("heap")
+        worker.start()
+        worker.turn_finished(USER, REPLY)
+        assert await worker.drain(2)
+        await settle()
+        assert calls == [("prompt", ["explicit done", "model started", "model done"]), "heap"]
+        await worker.stop()
+    run(scenario())
+
+
 def test_jobs_run_after_a_turn_and_a_new_turn_interrupts_them():
     async def scenario():
         recorder = Recorder()

@@ -65,9 +65,9 @@ class MemoryWorker:
         self._current: asyncio.Task | None = None
         self._current_job: _Queued | None = None
         self._runner: asyncio.Task | None = None
-        #: called when the queue has run empty: what the jobs changed (a summary, a fact) is in
-        #: the next prompt, which may now be read ahead
-        self.on_idle: Callable[[], None] | None = None
+        #: called when the queue has run empty, by role ("prompt": what the jobs changed is in
+        #: the next prompt, which may now be read ahead; "heap": what they freed may go back)
+        self.on_idle: dict[str, Callable[[], None]] = {}
 
     # -- TurnObserver --------------------------------------------------------------------------
 
@@ -172,8 +172,9 @@ class MemoryWorker:
                 self._failed(job, type(exc).__name__, str(exc))
             finally:
                 self._current = self._current_job = None
-            if not self._queue and self.on_idle is not None:
-                self.on_idle()
+            if not self._queue:
+                for hook in self.on_idle.values():
+                    hook()
 
     def _failed(self, job: _Queued, code: str, message: str) -> None:
         self.counters.failed += 1

@@ -190,7 +190,7 @@ def make_orchestrator(settings: Settings, store: ConversationStore, llm: Provide
         commands=commands if settings.intents.enabled else None, room=room,
         acting=make_acting(settings, store, commands, memory, tools, counts))
     if memory is not None and room is None:
-        memory.worker.on_idle = orchestrator.prepare
+        memory.worker.on_idle["prompt"] = orchestrator.prepare
     return orchestrator
 
 

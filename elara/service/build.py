@@ -42,7 +42,6 @@ from elara.service.engines import (
     load_vad,
     load_wake_word,
 )
-from elara.service.heap import HeapTrimmer
 from elara.service.listening import voice_parts, wire_wake_check
 from elara.service.slices import (
     PARTS,
@@ -199,7 +198,7 @@ async def _assemble(settings: Settings, store: ConversationStore, previous: Runt
     orchestrator = make_orchestrator(settings, store, opened.llm, speech, opened.memory, monitor,
                                      make_commands(settings, opened.timers, opened.announcer),
                                      tools=opened.tool_servers, counts=counts)
-    orchestrator.observers.extend([opened.model_watch, HeapTrimmer()])
+    orchestrator.observers.append(opened.model_watch)
     opened.model_watch.check = opened.llm.check
     voice = voice_parts(settings, Dialogue.from_settings(settings.listening, settings.audio,
                                                          echo_cancelled=echo is not None),

@@ -21,6 +21,7 @@ from elara.errors import ElaraError
 from elara.service import keys
 from elara.service.answering import open_store_with_key
 from elara.service.build import Runtime, build, close_replaced
+from elara.service.heap import HeapTrimmer
 from elara.service.logs import configure as configure_logging
 from elara.service.notify import SystemdNotifier
 from elara.service.paths import status_socket
@@ -66,6 +67,7 @@ class Daemon:
         self.started_at = clock()
         self.notifier = SystemdNotifier()
         self.counters = Counters()
+        self.heap = HeapTrimmer()
         self.runtime: Runtime | None = None
         self.loop: VoiceLoop | None = None
         #: a voice loop per satellite's room, by name
@@ -149,6 +151,7 @@ class Daemon:
     def _activate(self, rt: Runtime) -> None:
         """Start what a runtime runs in the background once it is the one in use."""
         self.runtime = rt
+        rt.memory.worker.on_idle["heap"] = self.heap.soon
         rt.memory.worker.start()
         self._hold_memory_work(self.loop.state if self.loop else "idle")
         if self._model_check is None or self._checked_model is not rt.llm:
@@ -170,6 +173,8 @@ class Daemon:
     def _state_changed(self, state: str) -> None:
         self.notifier.status(STATUS_TEXT.get(state, state))
         self._hold_memory_work(state)
+        if state == "idle":
+            self.heap.soon()  # the turn, ring or command is over: what it freed goes back
         if state == "listening" and self.runtime is not None:
             # While the person speaks, the model reads the prompt up to the question.
             self.runtime.voice.orchestrator.prepare()
