@@ -1129,6 +1129,16 @@ def test_over_her_voice_a_microphone_that_does_not_hear_her_hears_only_the_perso
     assert counters["self_stops_suppressed"] == counters["self_wakes_suppressed"] == 0
 
 
+def test_the_wake_phrase_read_over_her_is_in_the_utterance_whole():
+    """The "stop" reader reads the wake phrase once it is over, and may cut it short of its
+    tail: the listening that follows begins with all it read (else the tail, alone, was once read
+    as "sharps" and asked), not just the pre-roll."""
+    rig = stop_rig()
+    assert asyncio.run(speak_over_her(rig, WAKE_PHRASE_ONLY, loudness=OVER_HER, seconds=0.8)) == d.LISTENING
+    said = [f for f in rig.loop.utterance.frames if int(f.samples[0]) == SPEECH + WAKE_PHRASE_ONLY]
+    assert len(said) == round(0.8 / FRAME)
+
+
 def test_stop_said_over_her_reply_silences_it_without_a_turn():
     rig = stop_rig()
     state = asyncio.run(speak_over_her(rig, STOP, loudness=OVER_HER))

@@ -82,6 +82,7 @@ class VoiceLoop:
         self._on_state = on_state
         self._listening = False
         self.utterance = Utterance(parts.pre_roll_ms)
+        self._said_from: float | None = None  # where a wake read late was said from, as listening begins
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
         self._speaking_until = 0.0
         self._swap: _Swap | None = None
@@ -228,8 +229,9 @@ class VoiceLoop:
 
     # -- the wake word -------------------------------------------------------------------------
 
-    def _on_wake(self, name: str, at: float, how: str) -> None:
-        """Wake word `name`, heard at `at`, counts: start listening (over her reply, a barge-in)."""
+    def _on_wake(self, name: str, at: float, how: str, said_from: float | None = None) -> None:
+        """Wake word `name`, heard at `at`, counts: start listening (over her reply, a barge-in),
+        with what was heard since `said_from` for a wake read once the phrase was over."""
         log.info("wake word %s (%s)", name, how)
         self.wakes.wake_counted()
         if self.state != d.IDLE:
@@ -238,7 +240,11 @@ class VoiceLoop:
         self.counters.wakes += 1
         self.turns.begin()
         self.turns.add(Wake(at=at, name=name, how=how))
-        self._handle(d.WakeDetected(at=at))
+        self._said_from = said_from
+        try:
+            self._handle(d.WakeDetected(at=at))
+        finally:
+            self._said_from = None
 
     # -- the person's words --------------------------------------------------------------------
 
@@ -387,7 +393,7 @@ class VoiceLoop:
             return
         self._close_going_on()
         self.parts.vad.reset()
-        self.utterance.begin(follow_up=intent.follow_up)
+        self.utterance.begin(follow_up=intent.follow_up, said_from=self._said_from)
         if intent.follow_up:
             self.turns.begin()
         self.turns.add(Listening(at=self._clock()))

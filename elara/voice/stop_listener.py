@@ -42,6 +42,7 @@ class OverPlayback:
     far: float  # what she played meanwhile
     played_words: str  # what she was heard saying just before
     at: float  # when the candidate ended
+    began: float  # when the audio read began (a little before the candidate's first speech)
     could_be_her: bool  # whether the microphone may have heard her voice over it at all
 
 
@@ -50,7 +51,7 @@ class StopListener:
 
     def __init__(self, *, counters: LoopCounters, parts: Callable[[], VoiceParts], state: Callable[[], str],
                  ringing: Callable[[], bool], explained: Callable[[str, float, float, str], bool],
-                 on_stop: Callable[[], None], on_wake: Callable[[str, float, str], None]) -> None:
+                 on_stop: Callable[[], None], on_wake: Callable[[str, float, str, float | None], None]) -> None:
         self._counters = counters
         self._parts = parts  # the parts in use now (a reload may swap them while a check runs)
         self._state = state
@@ -135,7 +136,8 @@ class StopListener:
         near, far = parts.echo.recent_levels(spoken) if parts.echo is not None else (0.0, 0.0)
         hers = parts.echo is not None and parts.echo.could_be_her(spoken + LEAD_FRAMES)
         return OverPlayback(np.concatenate([f.samples for f in frames]), near, far,
-                            parts.speech.recent_text(PLAYED_WORDS_SECONDS), self._frames[-1].captured_at, hers)
+                            parts.speech.recent_text(PLAYED_WORDS_SECONDS), self._frames[-1].captured_at,
+                            frames[0].captured_at - frames[0].duration, hers)
 
     async def _check(self, heard: OverPlayback, epoch: int, parts: VoiceParts, paused: bool) -> None:
         asked: str | None = None
@@ -149,8 +151,9 @@ class StopListener:
             return
         if asked is not None:
             # The wake phrase alone, read as it came: she is silent already, so listen now
-            # rather than let her go on until the wake word's own check is done.
-            self._on_wake(asked, heard.at, "read alone over her by the \"stop\" reader")
+            # rather than let her go on until the wake word's own check is done. What was read
+            # goes into the pre-roll: the reader may have cut the phrase short of its tail.
+            self._on_wake(asked, heard.at, "read alone over her by the \"stop\" reader", heard.began)
             return
         waiting, self._next = self._next, None
         if waiting is not None and waiting[1] == self._epoch:

@@ -13,12 +13,17 @@ from elara.voice.endpoint import SegmentEvent, UtteranceEnded
 from elara.voice.going_on import shorten_pause
 from elara.voice.parts import VoiceParts
 
+#: the most audio from before listening began that a wake read late (by the "stop" reader) keeps:
+#: its whole wake phrase, and what was said while it was read
+WAKE_READ_KEPT_SECONDS = 4.0
+
 
 class Utterance:
     """The turn's audio so far, on the segmenter's time line."""
 
     def __init__(self, pre_roll_ms: int) -> None:
-        self._pre_roll: collections.deque[AudioFrame] = collections.deque(maxlen=_frames(pre_roll_ms))
+        self._pre_roll_frames = _frames(pre_roll_ms)
+        self._kept: collections.deque[AudioFrame] = collections.deque(maxlen=_kept_frames(pre_roll_ms))
         self.frames: list[AudioFrame] = []
         self._origin = 0  # pre-roll frames in front of the segmenter's time 0
         #: when the person last spoke (the end of their words, when the turn ends)
@@ -27,17 +32,24 @@ class Utterance:
         self.ended: UtteranceEnded | None = None
 
     def keep(self, frame: AudioFrame) -> None:
-        """Keep `frame` in the pre-roll (every frame passes through it)."""
-        self._pre_roll.append(frame)
+        """Keep `frame` for the pre-roll (every frame passes through it)."""
+        self._kept.append(frame)
 
     def resize(self, pre_roll_ms: int) -> None:
         """Keep `pre_roll_ms` of pre-roll from now on (new settings)."""
-        self._pre_roll = collections.deque(self._pre_roll, maxlen=_frames(pre_roll_ms))
+        self._pre_roll_frames = _frames(pre_roll_ms)
+        self._kept = collections.deque(self._kept, maxlen=_kept_frames(pre_roll_ms))
 
-    def begin(self, *, follow_up: bool) -> None:
+    def begin(self, *, follow_up: bool, said_from: float | None = None) -> None:
         """Listening begins: after a wake word, with the pre-roll (the phrase's tail may hold the
-        first words); for a follow-up, with nothing before it."""
-        self.frames = [] if follow_up else list(self._pre_roll)
+        first words), reaching back to `said_from` for a wake read once the phrase was over (the
+        transcript then holds the phrase whole, however the reader cut it, and the words said while
+        it was read); for a follow-up, with nothing before it."""
+        kept = list(self._kept)
+        count = self._pre_roll_frames
+        if said_from is not None:
+            count = max(count, sum(1 for frame in kept if frame.captured_at > said_from))
+        self.frames = [] if follow_up else kept[-count:]
         self._origin = len(self.frames)
         self.ended = None
 
@@ -76,3 +88,7 @@ class Utterance:
 
 def _frames(pre_roll_ms: int) -> int:
     return max(1, round(pre_roll_ms / 1000 / FRAME_SECONDS))
+
+
+def _kept_frames(pre_roll_ms: int) -> int:
+    return max(_frames(pre_roll_ms), round(WAKE_READ_KEPT_SECONDS / FRAME_SECONDS))
