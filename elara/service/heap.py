@@ -6,7 +6,7 @@ turn (Whisper's buffers, Piper's arena given back after a long sentence). Measur
 daemon after 52 minutes: RSS 877 MiB, 779 MiB after one `malloc_trim(0)`; without it the RSS rose
 in steps of 20–40 MiB as the arenas held more. Trimmed only after a model's turn, what rings,
 local commands and memory jobs freed stayed: in a later soak, one sample in three held 17–62 MiB
-more than a trim left, while the trimmed figure stayed within 8 MiB over 25 minutes. So the daemon
+more than a trim left, while the trimmed figure rose 8 MiB in 38 minutes. So the daemon
 trims whenever its voice loop falls idle and whenever the memory jobs are done.
 """
 
