@@ -22,8 +22,8 @@ class Utterance:
     """The turn's audio so far, on the segmenter's time line."""
 
     def __init__(self, pre_roll_ms: int) -> None:
-        self._pre_roll_frames = _frames(pre_roll_ms)
-        self._kept: collections.deque[AudioFrame] = collections.deque(maxlen=_kept_frames(pre_roll_ms))
+        self._kept: collections.deque[AudioFrame] = collections.deque()
+        self.resize(pre_roll_ms)
         self.frames: list[AudioFrame] = []
         self._origin = 0  # pre-roll frames in front of the segmenter's time 0
         #: when the person last spoke (the end of their words, when the turn ends)
