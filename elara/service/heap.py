@@ -4,10 +4,10 @@ glibc keeps what a worker thread frees in that thread's arena for the thread's n
 and the engines run in a pool of worker threads that each allocate and free tens of megabytes a
 turn (Whisper's buffers, Piper's arena given back after a long sentence). Measured in the soak's
 daemon after 52 minutes: RSS 877 MiB, 779 MiB after one `malloc_trim(0)`; without it the RSS rose
-in steps of 20–40 MiB as the arenas held more. Trimmed only after a model's turn, what rings,
-local commands and memory jobs freed stayed: in a later soak, one sample in three held 17–62 MiB
-more than a trim left, while the trimmed figure rose 8 MiB in 38 minutes. So the daemon
-trims whenever its voice loop falls idle and whenever the memory jobs are done.
+in steps of 20–40 MiB as the arenas held more. Rings, local commands and memory jobs free memory
+too: trimming after a model's turn alone, one soak sample in three held 17–62 MiB more than a trim
+left (the trimmed RSS rose 8 MiB in 38 minutes). So the daemon trims whenever its voice loop falls
+idle and whenever the memory jobs are done.
 """
 
 from __future__ import annotations
