@@ -407,6 +407,12 @@ def test_barge_in_on_stops_speaking_and_listens() -> None:
     assert d.handle(UtteranceCaptured(at=11)) == [StopListening(), Transcribe()]
 
 
+def test_a_wake_read_once_the_phrase_was_over_listens_from_where_it_was_said() -> None:
+    d = reach(SPEAKING, barge_in=True)
+    assert d.handle(WakeDetected(at=9, said_from=7.8)) == [StopSpeaking(), CancelTurn(),
+                                                            StartListening(said_from=7.8)]
+
+
 def test_barge_in_off_ignores_the_wake_word_while_speaking() -> None:
     d = reach(SPEAKING, barge_in=False)
     assert not d.accepts(WakeDetected(at=9))

@@ -99,10 +99,12 @@ class DialogueEvent:
 
 @dataclass(frozen=True)
 class WakeDetected(DialogueEvent):
-    """The wake-word detector fired."""
+    """The wake-word detector fired. `said_from`: where the phrase began, for a wake read only once
+    the phrase was over (the listening reaches back to it); None for the detector's own."""
 
     trigger: ClassVar[str] = "wake_detected"
     at: float
+    said_from: float | None = None
 
 
 @dataclass(frozen=True)
@@ -246,10 +248,12 @@ class StartListening:
     daemon buffers). Any capture already running is discarded and restarted. `follow_up` is True
     when this opens the follow-up window (no wake word was said; the window closes by `Tick`, or by
     the segmenter's `NoSpeech`, whichever comes first). `resumed` is True when the person went on
-    after a pause taken for the end (`SpeechContinued`): the capture keeps the words before it."""
+    after a pause taken for the end (`SpeechContinued`): the capture keeps the words before it.
+    `said_from`: the capture reaches back to there (`WakeDetected.said_from`)."""
 
     follow_up: bool = False
     resumed: bool = False
+    said_from: float | None = None
 
 
 @dataclass(frozen=True)
@@ -556,7 +560,7 @@ class Dialogue:
     def _start_listening(self, data: EventData) -> None:
         self._turn += 1
         self._continues = False
-        self._intents.append(StartListening(follow_up=False))
+        self._intents.append(StartListening(follow_up=False, said_from=self._event(data).said_from))
 
     def _resume_listening(self, data: EventData) -> None:
         self._turn += 1  # the dropped reply's late results are stale

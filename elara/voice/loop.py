@@ -82,7 +82,6 @@ class VoiceLoop:
         self._on_state = on_state
         self._listening = False
         self.utterance = Utterance(parts.pre_roll_ms)
-        self._said_from: float | None = None  # where a wake read late was said from, as listening begins
         self._work: asyncio.Task[None] | None = None  # the transcription or turn in flight
         self._speaking_until = 0.0
         self._swap: _Swap | None = None
@@ -240,11 +239,7 @@ class VoiceLoop:
         self.counters.wakes += 1
         self.turns.begin()
         self.turns.add(Wake(at=at, name=name, how=how))
-        self._said_from = said_from
-        try:
-            self._handle(d.WakeDetected(at=at))
-        finally:
-            self._said_from = None
+        self._handle(d.WakeDetected(at=at, said_from=said_from))
 
     # -- the person's words --------------------------------------------------------------------
 
@@ -393,7 +388,7 @@ class VoiceLoop:
             return
         self._close_going_on()
         self.parts.vad.reset()
-        self.utterance.begin(follow_up=intent.follow_up, said_from=self._said_from)
+        self.utterance.begin(follow_up=intent.follow_up, said_from=intent.said_from)
         if intent.follow_up:
             self.turns.begin()
         self.turns.add(Listening(at=self._clock()))
