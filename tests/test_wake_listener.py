@@ -39,12 +39,6 @@ class Echo:
     def recent_levels(self, frames):
         return 9000.0, 1000.0
 
-    def residual_ratio(self):
-        return 0.03
-
-    def stands_above_her(self, near, far):
-        return near > far * self.residual_ratio() * 2
-
     def could_be_her(self, frames):
         self.meanwhile()
         return True

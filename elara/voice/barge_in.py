@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from elara.voice.echo import EchoFilter
+from elara.voice.echo import EchoFilter, is_barge_in
 from elara.voice.wake_phrase import PLAYED_NAME_SIMILARITY, names_wake_word
 
 #: frames a wake phrase spans, over which the barge-in decision compares levels
@@ -17,14 +17,11 @@ def playback_explains(name: str, near: float, far: float, played_words: str,
     """Why her own voice could explain wake word `name` heard over it (None: it is the person's).
     Where the microphone can't have heard her voice (`could_be_her` False: `EchoFilter.could_be_her`)
     it is the person's. Else only if louder (`near`, the cleaned microphone) than what cancelling
-    leaves of hers (`far`, what she played: `EchoFilter.stands_above_her`), and never just after
-    she said the name herself."""
+    can leave of hers (`far`, what she played), and never just after she said the name herself."""
     if not could_be_her:
         return None
     if names_wake_word(played_words, name, similarity=PLAYED_NAME_SIMILARITY):
         return "she just said it"
-    if echo is not None and not echo.stands_above_her(near, far):
-        residual = echo.residual_ratio()
-        left = f"ERLE {echo.trusted_erle_db:.1f} dB" if residual is None else f"{residual:.3f} of her left"
-        return f"{near:.0f} vs {far:.0f} RMS, {left}"
+    if echo is not None and not is_barge_in(near, far, echo.trusted_erle_db):
+        return f"{near:.0f} vs {far:.0f} RMS, ERLE {echo.trusted_erle_db:.1f} dB"
     return None

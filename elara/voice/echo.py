@@ -741,13 +741,6 @@ class EchoFilter:
         where it no longer is, and a "stop" was read in what it left)."""
         return 0.0 if self._realigned_unmeasured else self.erle_db
 
-    def stands_above_her(self, near: float, far: float, margin_db: float = BARGE_IN_MARGIN_DB) -> bool:
-        """Does a cleaned level `near`, heard while she played at `far`, stand `margin_db` above what
-        cancelling leaves of her voice? Judged by what it was measured to leave over her recent
-        frames (`residual_ratio`), which a person talking over her hardly moves, while the ERLE
-        falls as they talk; until that is measured, by `is_barge_in`'s worst case."""
-        return is_speech_over_playback(near, far, self.trusted_erle_db, self.residual_ratio(), margin_db)
-
     def recent_levels(self, frames: int) -> tuple[float, float]:
         """The loudest cleaned level and the loudest far-end level over the last `frames` frames."""
         recent = list(self._levels)[-frames:]
