@@ -134,6 +134,25 @@ def test_check_reports_what_ollama_knows_about_the_model(ollama_server, caplog):
                for r in caplog.records)
 
 
+def test_checking_again_logs_at_info_only_what_changed(ollama_server, caplog):
+    # The provider checks Ollama every half minute: the same answer is no news for the journal.
+    caplog.set_level(logging.DEBUG, logger="elara.brain.ollama")
+
+    async def scenario():
+        llm = language_model(ollama_server.url)
+        try:
+            await llm.check()
+            await llm.check()
+            ollama_server.model_capabilities = {"test-model": ["completion", "tools"]}
+            await llm.check()
+        finally:
+            await llm.aclose()
+
+    run(scenario())
+    levels = [r.levelno for r in caplog.records if "has test-model" in r.getMessage()]
+    assert levels == [logging.INFO, logging.DEBUG, logging.INFO]
+
+
 def test_check_accepts_the_explicit_latest_tag(ollama_server):
     async def scenario():
         llm = language_model(ollama_server.url, model="test-model:latest")

@@ -76,6 +76,7 @@ class OllamaLanguageModel:
         self.calls_tools = False
         #: how the latest reply's prompt was read
         self.last_prompt: PromptTokens | None = None
+        self._known: ModelInfo | None = None  # what the last check logged
 
     def _think(self) -> dict[str, Any]:
         """The `think` argument for chat()/generate(): False for a thinking model, else absent."""
@@ -198,7 +199,10 @@ class OllamaLanguageModel:
         )
         self._thinking = thinking
         self.calls_tools = tools
-        log.info("Ollama at %s has %s (family %s, %s parameters, %s%s, %s)", self.host, info.name,
+        # The provider checks every half minute for months: only news is worth an INFO line.
+        level = logging.DEBUG if info == self._known else logging.INFO
+        self._known = info
+        log.log(level, "Ollama at %s has %s (family %s, %s parameters, %s%s, %s)", self.host, info.name,
                  info.family or "unknown", info.parameter_size or "unknown",
                  info.quantization or "unknown quantization",
                  ", a thinking model: asked not to think" if thinking else "",
