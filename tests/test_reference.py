@@ -18,6 +18,18 @@ def test_what_was_played_is_read_back_at_the_time_it_was_heard():
     assert history.playing_between(10.02, 10.03) and not history.playing_between(10.2, 10.3)
 
 
+def test_playing_between_sees_each_block_and_the_gaps_between():
+    history = PlaybackHistory(seconds=60)
+    block = np.ones(320, np.int16)  # 20 ms
+    for at in (1.0, 1.02, 3.0):
+        history.write(at, block, 16_000)
+    assert history.playing_between(0.9, 1.001) and history.playing_between(1.03, 1.05)
+    assert not history.playing_between(1.05, 2.9) and history.playing_between(2.0, 3.01)
+    assert not history.playing_between(3.02, 9.0) and not history.playing_between(0.0, 1.0)
+    history.restamp(3.0, -0.5)  # the last block was heard earlier than stamped
+    assert history.playing_between(2.5, 2.51) and not history.playing_between(2.52, 3.01)
+
+
 def test_a_22050_hz_voice_is_read_at_16_khz():
     history = PlaybackHistory()
     t = np.arange(22_050) / 22_050

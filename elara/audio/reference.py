@@ -64,6 +64,10 @@ class PlaybackHistory:
             self.last_end = max((b.end for b in self._blocks), default=0.0)
         self.moved_at = time.monotonic()
 
+    def __len__(self) -> int:
+        """How many blocks are kept."""
+        return len(self._blocks)
+
     def gap(self) -> None:
         """A gap was heard (the device ran dry): what follows is on a new timeline."""
         self.moved_at = time.monotonic()
@@ -71,7 +75,11 @@ class PlaybackHistory:
     def playing_between(self, start: float, end: float) -> bool:
         """True when anything was played between these times."""
         with self._lock:
-            return any(b.heard_at < end and b.end > start for b in self._blocks)
+            # Asked of every frame heard: the seconds of her last reply kept for the canceller are
+            # hundreds of blocks, and while she is silent none of them is late enough.
+            if self.last_end <= start:
+                return False
+            return any(b.heard_at < end and b.end > start for b in reversed(self._blocks))
 
     def read(self, start: float, count: int) -> np.ndarray:
         """`count` samples at 16 kHz of what was heard from `start` on (zeros where nothing)."""
