@@ -130,6 +130,9 @@ class Sample:
     idle_cpu: float | None  # % of one core over the last silent stretch, None if none this minute
     turns: int
     p50_latency: float | None
+    echo_cancelled: int | None  # frames the echo filter cancelled so far (`elara status`)
+    echo_passed: int | None  # … and passed as they were (nothing played lately)
+    playback_blocks: int | None  # blocks of what she played kept for the echo filter
 
 
 @dataclass(frozen=True)
@@ -440,19 +443,24 @@ class Sampler(threading.Thread):
             return
         rss, anon, threads, fds = process_figures(pid)
         heap = heap_rss_mib(pid)
+        shown = status(self.env)
+        echo = shown.get("echo") or {}
         minute = h.minute()
         idle = [x.cpu for x in h.tally.idle if x.minute > minute - self.interval / 60]
         recent = [t.speech_end_to_first_audio for t in h.tally.turns if t.minute > minute - self.interval / 60]
         self.samples.append(Sample(
             minute=round(minute, 2), rss_mib=round(rss, 1), rss_anon_mib=round(anon, 1),
             rss_heap_mib=round(heap, 1), threads=threads, fds=fds,
-            tasks=status(self.env).get("tasks"), store_bytes=store_bytes(self.store),
+            tasks=shown.get("tasks"), store_bytes=store_bytes(self.store),
             idle_cpu=round(idle[-1], 2) if idle else None, turns=len(h.tally.turns),
-            p50_latency=round(statistics.median(recent), 3) if recent else None))
+            p50_latency=round(statistics.median(recent), 3) if recent else None,
+            echo_cancelled=echo.get("frames_cancelled"), echo_passed=echo.get("frames_passed"),
+            playback_blocks=echo.get("playback_blocks")))
         s = self.samples[-1]
         log(f"  {s.minute:5.1f} min: RSS {s.rss_mib:.0f} MiB ({s.rss_anon_mib:.0f} anonymous, "
             f"{s.rss_heap_mib:.0f} in malloc's heaps), {s.threads} threads, {s.fds} fds, {s.tasks} tasks, "
-            f"store {s.store_bytes / 1024:.0f} KiB, idle CPU {s.idle_cpu} %, {s.turns} turns")
+            f"store {s.store_bytes / 1024:.0f} KiB, idle CPU {s.idle_cpu} %, {s.turns} turns, "
+            f"echo {s.echo_cancelled} cancelled / {s.echo_passed} passed, {s.playback_blocks} blocks kept")
 
 
 def run_household(household: Household, minutes: float, reload_minutes: float) -> None:

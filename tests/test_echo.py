@@ -131,6 +131,9 @@ def test_a_frame_passes_only_well_after_she_last_played():
         frame = AudioFrame(np.zeros(FRAME_SAMPLES, dtype=np.int16), captured_at)
         assert echo.passes(frame), captured_at
         assert echo.clean(frame) is frame
+    shown = echo.status()
+    assert shown["frames_passed"] == 2 and shown["frames_cancelled"] == 0
+    assert shown["playback_blocks"] == 1  # what `elara status` shows the soak: the blocks kept
 
 
 @pytest.mark.parametrize("near, far, erle, expected", [

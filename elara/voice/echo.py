@@ -784,8 +784,9 @@ class EchoFilter:
         """The echo filter's part of `elara status`."""
         return {"erle_db": round(self.erle_db, 1),
                 "delay_ms": None if self.delay_ms is None else round(self.delay_ms),
-                "frames_cancelled": self.counters.processed, "realigned": self.counters.realigned,
-                "moved": self.counters.moved, "resyncs": self.counters.resyncs}
+                "frames_cancelled": self.counters.processed, "frames_passed": self.counters.passed,
+                "realigned": self.counters.realigned, "moved": self.counters.moved,
+                "resyncs": self.counters.resyncs, "playback_blocks": len(self.history)}
 
     def _measure_delay(self, far: np.ndarray, near: np.ndarray, far_rms: float) -> None:
         if far_rms < FAR_ACTIVE_RMS:
