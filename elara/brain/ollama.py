@@ -67,20 +67,22 @@ class OllamaLanguageModel:
         self._keep_alive = keep_alive
         self._options = dict(options)
         self._timeout_seconds = timeout_seconds
-        # Learned from /api/show by check(). Ollama lets a thinking model think unless told not
-        # to (slow, and none of it is spoken); it refuses `think: true` for a model without the
-        # capability (HTTP 400 "... does not support thinking") and servers older than thinking
-        # don't know the field, so `think` goes only to a model that reports the capability.
-        self._thinking = False
-        #: the model can call tools (learned from /api/show like thinking; only then are tools sent)
-        self.calls_tools = False
         #: how the latest reply's prompt was read
         self.last_prompt: PromptTokens | None = None
-        self._known: ModelInfo | None = None  # what the last check logged
+        self._info: ModelInfo | None = None  # what the last check() learnt from /api/show
+
+    @property
+    def calls_tools(self) -> bool:
+        """The model can call tools (learnt by check(); only then are tools sent)."""
+        return self._info is not None and self._info.tools
 
     def _think(self) -> dict[str, Any]:
         """The `think` argument for chat()/generate(): False for a thinking model, else absent."""
-        return {"think": False} if self._thinking else {}
+        # Ollama lets a thinking model think unless told not to (slow, and none of it is spoken);
+        # it refuses `think: true` for a model without the capability (HTTP 400 "... does not
+        # support thinking") and servers older than thinking don't know the field, so `think`
+        # goes only to a model that reports the capability.
+        return {"think": False} if self._info is not None and self._info.thinking else {}
 
     async def stream(self, request: ChatRequest | GenerateRequest) -> AsyncIterator[str | ToolCall]:
         """Yield the reply's text fragments as Ollama produces them, and the tool calls it makes."""
@@ -197,11 +199,9 @@ class OllamaLanguageModel:
             thinking=thinking,
             tools=tools,
         )
-        self._thinking = thinking
-        self.calls_tools = tools
         # The provider checks every half minute for months: only news is worth an INFO line.
-        level = logging.DEBUG if info == self._known else logging.INFO
-        self._known = info
+        level = logging.DEBUG if info == self._info else logging.INFO
+        self._info = info
         log.log(level, "Ollama at %s has %s (family %s, %s parameters, %s%s, %s)", self.host, info.name,
                  info.family or "unknown", info.parameter_size or "unknown",
                  info.quantization or "unknown quantization",
