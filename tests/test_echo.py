@@ -528,3 +528,30 @@ def test_her_own_voice_in_the_microphone_could_be_hers_with_or_without_a_person_
     over[begin:begin + len(person)] += person
     assert heard(ring, echo[:end], frames)
     assert heard(ring, over[:end], frames)
+
+
+@pytest.mark.parametrize("delay_ms", [60, 120, 160])
+def test_a_microphone_that_hears_her_late_hears_her_all_through_her_replies(delay_ms):
+    """Her echo 120 ms late: the first frame of each of her words is then silent against its own
+    reference, and a tenth of her frames seemed not heard at all, so her own "Hey Jarvis" passed
+    for the person's. Once her voice fills the wake phrase's window, it could always be hers."""
+    reply = voice_clips.piper_speech("Hey Jarvis, you might say, and I would answer. Jarvis is a name from the "
+                                     "stories. Hey Jarvis, what is the weather?")
+    gap = np.zeros(SAMPLE_RATE, dtype=np.int16)
+    played = np.concatenate([reply, gap] * 3)
+    history = PlaybackHistory(seconds=60)
+    for i in range(0, len(played), 320):
+        history.write(100.0 + i / SAMPLE_RATE, played[i:i + 320], SAMPLE_RATE)
+    lag = delay_ms * SAMPLE_RATE // 1000
+    mic = np.concatenate([np.zeros(lag), played[:-lag]]) * 0.5
+    mic += np.random.default_rng(1).standard_normal(len(mic)) * 30
+    echo = EchoFilter(SpeexCanceller(), history)
+    filled = WAKE_WINDOW_FRAMES * FRAME_SAMPLES
+    not_hers = []
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        echo.clean(AudioFrame(mic[i:i + FRAME_SAMPLES].astype(np.int16), 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE))
+        if i % (len(reply) + len(gap)) >= filled and i % (len(reply) + len(gap)) < len(reply) \
+                and not echo.could_be_her(WAKE_WINDOW_FRAMES):
+            not_hers.append(i // FRAME_SAMPLES)
+    assert echo.delay_ms == pytest.approx(delay_ms, abs=2)
+    assert not_hers == []

@@ -512,8 +512,8 @@ class EchoFilter:
         self._levels: collections.deque[tuple[float, float]] = collections.deque(maxlen=25)
         #: cleaned level / far-end level of recent frames she spoke in, for `residual_ratio`
         self._residuals: collections.deque[float] = collections.deque(maxlen=RESIDUAL_FRAMES)
-        #: microphone level / far-end level of recent frames she spoke in (before cancelling): how
-        #: loud the microphone hears her
+        #: microphone level (before cancelling) / the level of what her echo in it comes from, over
+        #: recent frames she spoke in: how loud the microphone hears her (`_hears_playback`)
         self._heard: collections.deque[float] = collections.deque(maxlen=RESIDUAL_FRAMES)
         # Set when the reference is realigned (the echo path moved): what cancelling left of her
         # voice before no longer holds, and until it is measured again it may be as loud as a person.
@@ -575,7 +575,7 @@ class EchoFilter:
                                 and is_speech_over_playback(out_rms, far_rms, self.erle_db, self.residual_ratio()))
         if far_rms >= FAR_ACTIVE_RMS:
             self._residuals.append(out_rms / far_rms)
-            self._heard.append(near_rms / far_rms)
+            self._keep_heard(start, count, near_rms, far_rms)
             self._remeasuring = self._remeasuring and len(self._residuals) < RESIDUAL_MIN_FRAMES
             self._realigned_unmeasured = self._realigned_unmeasured and self._remeasuring
             if near_rms > 0:
@@ -595,6 +595,17 @@ class EchoFilter:
                       self.erle_db, None if self.delay_ms is None else round(self.delay_ms),
                       self._shift * 1000)
         return AudioFrame(np.asarray(cleaned, dtype=np.int16), frame.captured_at)
+
+    def _keep_heard(self, start: float, count: int, near_rms: float, far_rms: float) -> None:
+        """Keep how loud the microphone heard her in this frame, against what her echo in it comes
+        from: what she played the echo's delay before (`_target`, once measured). Against the frame's
+        own reference, the first frame of each of her words is silent at an echo's delay of 100 ms or
+        more: a loopback 120 ms late seemed not to hear her in a tenth of her frames, and her own
+        "Hey Jarvis" was then taken for the person's."""
+        if self._target is not None:
+            far_rms = _rms(self.history.read(start - self._target, count))
+        if far_rms >= FAR_ACTIVE_RMS:
+            self._heard.append(near_rms / far_rms)
 
     def _reference_start(self, stamped: float, count: int) -> float:
         """Where in what was played this frame's reference starts. A frame's stamp jitters by
@@ -810,6 +821,7 @@ class EchoFilter:
         if self._target is None:
             self._target = min(max(delay, TARGET_LAG_SECONDS[0]), TARGET_LAG_SECONDS[1])
             self.canceller.stream_delay_ms = round(self._target * 1000)
+            self._heard.clear()  # measured before her echo's delay was known
         self._realign(delay)
 
     def _least_lag(self) -> int:
@@ -829,6 +841,7 @@ class EchoFilter:
             self._shift = shift
             self.counters.realigned += 1
             self._residuals.clear()
+            self._heard.clear()  # measured where her echo no longer is
             self._recent.clear()
             self.heard.clear()  # its frames no longer follow on from the next
             self._remeasuring = self._realigned_unmeasured = True

@@ -56,6 +56,7 @@ class WakeListener:
             # Woken while the model scored this frame: the "stop" reader heard the phrase over her.
             parts.wake.reset()
             return
+        how = f"score {detection.score:.2f}"
         if state != d.IDLE and echo is not None:
             near, far = echo.recent_levels(WAKE_WINDOW_FRAMES)
             played = parts.speech.recent_text(PLAYED_WORDS_SECONDS)
@@ -69,7 +70,9 @@ class WakeListener:
             if self.explained(detection.name, near, far, played, echo, hers):
                 parts.wake.reset()
                 return
-        self._on_wake(detection.name, detection.at, f"score {detection.score:.2f}")
+            how += (f", over her voice: {near:.0f} vs {far:.0f} RMS, ERLE {echo.trusted_erle_db:.1f} dB" if hers
+                    else ", over her voice: the microphone can't have heard her")
+        self._on_wake(detection.name, detection.at, how)
 
     def explained(self, name: str, near: float, far: float, played_words: str, echo: EchoFilter | None,
                   could_be_her: bool = True) -> bool:
