@@ -118,6 +118,17 @@ PLAIN_ECHO_LIKENESS = 0.5
 PLAIN_ECHO_FRAMES = 8
 
 
+#: what cancelling left in her latest frames (`MOVED_LIKENESS_FRAMES`), where it stands above what
+#: it leaves of her voice, says the filter has lost her echo if this much like what she played
+#: (`echo_likeness` of their sample-to-sample changes). With speexdsp learnt on Piper's voice
+#: through a loopback, her echo path moved by 2-32 samples between replies (under a realignment's
+#: `REALIGN_SECONDS`) left 0.56-0.88 alike a frame, as loud as the microphone heard her, and was
+#: taken for the person going on over her; a person over her first frames left 0.08-0.17, but in
+#: a reverberant room up to 0.67 (what is left of her echo under them), so the filter then follows
+#: only a move her latest frames show plainly (`_realign_if_nudged`)
+LEFT_LIKENESS = 0.4
+
+
 #: far-active frames over which what cancelling leaves of her voice is measured (≈5 s of her voice)
 RESIDUAL_FRAMES = 64
 #: … and how many it takes before the measure is trusted over the ERLE's worst case
@@ -506,8 +517,9 @@ class EchoFilter:
         self._far: collections.deque[np.ndarray] = collections.deque()
         self._near: collections.deque[np.ndarray] = collections.deque()
         self._collected = 0
-        #: her latest frames through the canceller (where their reference starts, the microphone), for `moved`
-        self._recent: collections.deque[tuple[float, np.ndarray]] = collections.deque(maxlen=MOVED_FRAMES)
+        #: her latest frames through the canceller (where their reference starts, the microphone,
+        #: what cancelling left), for `moved` and `_left_is_hers`
+        self._recent: collections.deque[tuple[float, np.ndarray, np.ndarray]] = collections.deque(maxlen=MOVED_FRAMES)
         #: per recent frame: cleaned level and far-end level (RMS), for `recent_levels`
         self._levels: collections.deque[tuple[float, float]] = collections.deque(maxlen=25)
         #: cleaned level / far-end level of recent frames she spoke in, for `residual_ratio`
@@ -566,7 +578,7 @@ class EchoFilter:
             self._residuals.clear()
             self._remeasuring = True
         self.counters.processed += 1
-        self._recent.append((start, near))
+        self._recent.append((start, near, cleaned))
         far_rms, near_rms, out_rms = _rms(far), _rms(near), _rms(cleaned)
         self._levels.append((out_rms, far_rms))
         self._mic_rms = near_rms
@@ -586,8 +598,8 @@ class EchoFilter:
             # keeping a person going on over her unheard until her residual was measured again).
             if self._hears_playback():
                 self._measure_delay(far, near, far_rms)
-        if speech_over_playback:
-            self.moved()
+        if speech_over_playback and not self.moved() and self._left_is_hers():
+            self._realign_if_nudged()
         if not self._confirmed and far_rms >= FAR_ACTIVE_RMS:
             self._confirm()
         if self.counters.processed % 25 == 0:
@@ -683,7 +695,7 @@ class EchoFilter:
         frames or her voice too quiet."""
         if self._target is None or len(self._recent) < MOVED_MIN_FRAMES:
             return None
-        near = np.concatenate([n for _, n in self._recent])
+        near = np.concatenate([n for _, n, _ in self._recent])
         # what she played from `_max_lag` before the first of these frames on: near sample t
         # is far sample `_max_lag` + t, so that a lag of k is a delay of k samples
         far = self.history.read(self._recent[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(near))
@@ -702,6 +714,39 @@ class EchoFilter:
         log.debug("over her? level %.0f (%.0f before cancelling) over hers %.0f (left of her: %s, settled: %s): %s",
                   near, self._mic_rms, far, "unmeasured" if residual is None else f"{residual:.3f}", settled, theirs)
         return theirs
+
+    def _left_is_hers(self) -> bool:
+        """Is what cancelling left in her latest frames as much like what she played as
+        `LEFT_LIKENESS`, at its best lag in the echo's range: has the filter lost her echo (her echo
+        path moved by less than a realignment is made for)?"""
+        if len(self._recent) < MOVED_LIKENESS_FRAMES:
+            return False
+        latest = list(self._recent)[-MOVED_LIKENESS_FRAMES:]
+        left = np.concatenate([c for _, _, c in latest])
+        least = self._least_lag()
+        far = self.history.read(latest[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(left) - min(least, 0))
+        # sample to sample changes: a level that only steps with hers (no voice does) is not her
+        likeness = echo_likeness(_changes(far), _changes(left), least, self._max_lag)[0]
+        log.debug("echo: what cancelling left is %.2f like her voice", likeness)
+        return likeness >= LEFT_LIKENESS
+
+    def _realign_if_nudged(self) -> None:
+        """The filter lost her echo (`_left_is_hers`): if her latest frames show it plainly a
+        sample or more from where the filter learns it, and no further than `moved` looks from,
+        read the reference where it is now (and measure again what cancelling leaves of her voice:
+        `settled` is False until then)."""
+        heard = self._recent_echo()
+        assert self._target is not None
+        if heard is None or heard.clarity < MOVED_CLARITY:
+            return
+        off = heard.lag - round(self._target * SAMPLE_RATE)
+        if off == 0 or abs(off) > MOVED_SECONDS * SAMPLE_RATE:
+            return
+        delay = heard.lag / SAMPLE_RATE + self._shift
+        log.info("echo delay %.1f ms, nudged %+.1f ms (clarity %.1f)", delay * 1000,
+                 (heard.lag / SAMPLE_RATE - self._target) * 1000, heard.clarity)
+        self.delay_ms = delay * 1000
+        self._realign(delay, least=0.5 / SAMPLE_RATE)
 
     def moved(self) -> bool:
         """Has her echo path just moved (a stalled sound server, a speaker rebuffered)? Asked by
@@ -829,14 +874,14 @@ class EchoFilter:
         echo can be: none behind the stamps, where a path that grew and then shrank puts it."""
         return -max(round(self._shift * SAMPLE_RATE), 0)
 
-    def _realign(self, delay: float) -> None:
+    def _realign(self, delay: float, least: float = REALIGN_SECONDS) -> None:
         """Read the reference so that an echo `delay` behind the stamps stays where the filter
-        learns it; what cancelling left of her voice before no longer holds. Her echo path is
-        confirmed: it was measured where it is now."""
+        learns it, if that moves it by more than `least` seconds; what cancelling left of her
+        voice before no longer holds. Her echo path is confirmed: it was measured where it is now."""
         assert self._target is not None
         self._confirmed = True
         shift = delay - self._target
-        if abs(shift - self._shift) > REALIGN_SECONDS:
+        if abs(shift - self._shift) > least:
             log.debug("echo reference shifted by %.1f ms", (shift - self._shift) * 1000)
             self._shift = shift
             self.counters.realigned += 1
@@ -860,6 +905,12 @@ def _likeness(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> float:
     b = far[end - last - lag:end - lag].astype(np.float64)
     energy = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
     return abs(float(np.dot(a, b))) / energy if energy > 0 else 0.0
+
+
+def _changes(samples: np.ndarray) -> np.ndarray:
+    """Each sample less the one before (the first less itself)."""
+    values = samples.astype(np.float64)
+    return np.diff(values, prepend=values[:1])
 
 
 def _rms(samples: np.ndarray) -> float:
