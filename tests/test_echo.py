@@ -597,3 +597,19 @@ def test_her_echo_path_moved_by_a_few_samples_is_not_taken_for_the_person(far, m
     assert over_her_in_a_row(echo, mic) < 3
     assert echo.residual_ratio() is not None and echo.residual_ratio() < 0.05  # cancelling again
 
+
+
+def test_her_voice_uncancelled_before_its_delay_is_measured_is_judged(far):
+    """Her first frames, louder in the microphone than what she played and not cancelled at all,
+    before the once-a-second measure has found her echo's delay: nothing learnt to lose yet (a
+    CI run's daemon stopped listening on an error here)."""
+    history = PlaybackHistory(seconds=30)
+    for i in range(0, len(far), 320):
+        history.write(100.0 + i / SAMPLE_RATE, far[i:i + 320], SAMPLE_RATE)
+    echo = EchoFilter(Scaled(1.0), history)
+    mic = np.clip(far.astype(float) * 5, -32768, 32767)
+    for i in range(0, 12 * FRAME_SAMPLES, FRAME_SAMPLES):
+        stamp = 100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE
+        echo.clean(AudioFrame(mic[i:i + FRAME_SAMPLES].astype(np.int16), stamp))
+        echo.person_over_playback(stamp)
+    assert echo.delay_ms is None

@@ -719,8 +719,8 @@ class EchoFilter:
         """Is what cancelling left in her latest frames as much like what she played as
         `LEFT_LIKENESS`, at its best lag in the echo's range: has the filter lost her echo (her echo
         path moved by less than a realignment is made for)?"""
-        if len(self._recent) < MOVED_LIKENESS_FRAMES:
-            return False
+        if self._target is None or len(self._recent) < MOVED_LIKENESS_FRAMES:
+            return False  # nothing learnt to lose
         latest = list(self._recent)[-MOVED_LIKENESS_FRAMES:]
         left = np.concatenate([c for _, _, c in latest])
         least = self._least_lag()
@@ -736,9 +736,9 @@ class EchoFilter:
         read the reference where it is now (and measure again what cancelling leaves of her voice:
         `settled` is False until then)."""
         heard = self._recent_echo()
-        assert self._target is not None
         if heard is None or heard.clarity < MOVED_CLARITY:
             return
+        assert self._target is not None  # `_recent_echo` finds none before it is measured
         off = heard.lag - round(self._target * SAMPLE_RATE)
         if off == 0 or abs(off) > MOVED_SECONDS * SAMPLE_RATE:
             return
