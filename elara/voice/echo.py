@@ -439,7 +439,7 @@ class HeardPlayback:
 
     def _could_be_her(self, kept: list[tuple[float, np.ndarray]], window: list[tuple[float, np.ndarray]],
                       min_lag: int) -> bool:
-        far, near = self._played_and_heard(window, min_lag)
+        far, near = self.played_and_heard(window, min_lag)
         if _rms(far) < FAR_ACTIVE_RMS:
             return False  # she was silent all through: her echo can't be there
         silent = self._last_silent_while_she_spoke(kept, min_lag)
@@ -448,13 +448,13 @@ class HeardPlayback:
         since = kept[silent + 1:]
         likeness = 0.0
         if len(since) >= PLAIN_ECHO_FRAMES:
-            likeness = echo_likeness(*self._played_and_heard(since, min_lag), min_lag, self.max_lag)[0]
+            likeness = echo_likeness(*self.played_and_heard(since, min_lag), min_lag, self.max_lag)[0]
         answer = could_be_her_voice(0.0, 0.0, True, likeness)
         log.debug("the microphone was silent while she spoke %d frames ago; %.2f like her since: %s",
                   len(since), likeness, "a dropout" if answer else "it does not hear her")
         return answer
 
-    def _played_and_heard(self, frames: list[tuple[float, np.ndarray]], min_lag: int) -> tuple[np.ndarray, np.ndarray]:
+    def played_and_heard(self, frames: list[tuple[float, np.ndarray]], min_lag: int) -> tuple[np.ndarray, np.ndarray]:
         """What she played over `frames` (from `max_lag` before them to `min_lag` after), and the
         frames as heard, joined: `echo_likeness`'s two."""
         near = np.concatenate([n for _, n in frames])
@@ -721,10 +721,9 @@ class EchoFilter:
         path moved by less than a realignment is made for)?"""
         if self._target is None or len(self._recent) < MOVED_LIKENESS_FRAMES:
             return False  # nothing learnt to lose
-        latest = list(self._recent)[-MOVED_LIKENESS_FRAMES:]
-        left = np.concatenate([c for _, _, c in latest])
         least = self._least_lag()
-        far = self.history.read(latest[0][0] - self._max_lag / SAMPLE_RATE, self._max_lag + len(left) - min(least, 0))
+        far, left = self.heard.played_and_heard(
+            [(start, cleaned) for start, _, cleaned in list(self._recent)[-MOVED_LIKENESS_FRAMES:]], least)
         # sample to sample changes: a level that only steps with hers (no voice does) is not her
         likeness = echo_likeness(_changes(far), _changes(left), least, self._max_lag)[0]
         log.debug("echo: what cancelling left is %.2f like her voice", likeness)
