@@ -1361,6 +1361,15 @@ async def until_settled(rig: Rig, limit: int = 100) -> None:
     raise AssertionError(f"the loop is still busy in {rig.loop.state}")
 
 
+async def until_stored(rig: Rig, count: int, limit: int = 2000) -> None:
+    """Wait, feeding nothing, until the store holds `count` records."""
+    for _ in range(limit):
+        if len(rig.store.messages) >= count:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"the store holds {len(rig.store.messages)} records, not {count}")
+
+
 async def go_on_over_her(rig: Rig, loudness: int) -> str:
     """"Tell me a joke." taken for the whole turn; her reply playing, the person goes on, as loud
     as `loudness`, with "What is the capital of Germany?"; the state right after."""
@@ -1368,7 +1377,9 @@ async def go_on_over_her(rig: Rig, loudness: int) -> str:
     stored_before = len(rig.store.messages)
     await run_loop(rig, [WAKE] + say(FINISHED) + quiet(0.8), wait=False)
     await until(rig, d.SPEAKING)
-    # the person may still go on, but the turn was judged over: their words are stored
+    # the person may still go on, but the turn was judged over: their words are stored (by a
+    # worker thread, so perhaps a moment after her reply began)
+    await until_stored(rig, stored_before + 1)
     assert [m.content for m in rig.store.messages[stored_before:]] == [PHRASES[FINISHED]]
     for _ in range(4):
         await rig.loop.on_frame(phrase_frame(rig, WHOLE, loudness))
@@ -1418,6 +1429,7 @@ def test_the_words_are_stored_when_the_turn_ends_and_the_reply_once_the_person_c
         for _ in range(4):  # 1.12 s after the end of speech: it may still be the same turn
             await rig.loop.on_frame(rig.frame(SILENCE))
             await asyncio.sleep(0.005)
+        await until_stored(rig, 1)
         assert stored(rig) == [(ChatRole.USER, PHRASES[FINISHED])] and rig.loop.counters.turns == 0
         await until_settled(rig)
 
