@@ -13,8 +13,9 @@ minutes). The speaker is looped back into the microphone (60 ms late, at half vo
 Every event is checked against the daemon's log and the model's requests: a question the model
 was not asked is missed; a wake or a question nobody scripted is extra. Sampled every minute:
 RSS (and malloc's heaps in it), threads, open file descriptors, asyncio tasks (`elara status`), the
-store's bytes on disk, the CPU over the last silent stretch with Elara idle, and end of speech →
-first audio of each turn.
+store's bytes on disk, the CPU over the last silent stretch with Elara idle (and, right after
+each stretch, what a fixed reference workload woken 50 times a second costs: the host's share in
+that figure), and end of speech → first audio of each turn.
 
 Pass, at the end: after the first 10 minutes RSS grows < 5 % (the median of the last 10 minutes'
 samples against that of the 10 after the warm-up: a sample taken during a turn holds tens of MiB
@@ -94,6 +95,10 @@ WARM_UP_MINUTES = 10
 RSS_WINDOW_MINUTES = 10
 #: how long a silent stretch must be for its CPU to count as listening to silence
 IDLE_MIN_SECONDS = 8.0
+#: the reference workload: a fixed small piece of work woken this often, for this long, after each
+#: silent stretch
+REFERENCE_HZ = 50
+REFERENCE_SECONDS = 3.0
 #: log lines that are the daemon's errors
 ERROR_LINE = re.compile(r"\bERROR\b|Traceback")
 
@@ -142,6 +147,7 @@ class Stretch:
     minute: float  # when it ended
     cpu: float  # % of one core
     speaker_open: bool
+    reference: float  # % of one core the reference workload cost right after it
 
 
 @dataclass
@@ -362,8 +368,9 @@ class Household:
         parts.append((not parts, self.minute(), cpu_seconds(pid) - cpu0, time.monotonic() - wall0))
         busy = any(("wake word" in line or "announcing" in line) for line in self.daemon.lines[lines0:])
         if not busy:
+            reference = reference_cpu()
             for speaker_open, at, cpu, wall in parts:
-                self.tally.idle.append(Stretch(round(at, 2), cpu / wall * 100, speaker_open))
+                self.tally.idle.append(Stretch(round(at, 2), cpu / wall * 100, speaker_open, reference))
 
     def reload(self) -> None:
         """SIGHUP, as `systemctl reload` sends: the configuration read again and swapped in."""
@@ -373,6 +380,26 @@ class Household:
             self.tally.reloads += 1
         else:
             self.tally.missed.append(f"{self.minute():.1f} min: a reload did not finish")
+
+
+def reference_cpu(seconds: float = REFERENCE_SECONDS) -> float:
+    """% of one core that a fixed piece of work (an FFT and a short Python loop), woken
+    REFERENCE_HZ times a second as the daemon's threads wake for each frame, costs this thread
+    now. What waking for a little work costs varies with the host, not with Elara: the daemon's
+    idle CPU is read beside it."""
+    samples = np.random.default_rng(0).standard_normal(1280).astype(np.float32)
+    period = 1 / REFERENCE_HZ
+    cpu0 = time.thread_time()
+    start = due = time.monotonic()
+    while time.monotonic() - start < seconds:
+        for _ in range(20):
+            np.fft.irfft(np.fft.rfft(samples) * 0.5)
+        total = 0
+        for i in range(3000):
+            total += i
+        due += period
+        time.sleep(max(0.0, due - time.monotonic()))
+    return (time.thread_time() - cpu0) / (time.monotonic() - start) * 100
 
 
 def _same(said: str, heard: str) -> bool:
@@ -534,8 +561,10 @@ def verdict(samples: list[Sample], tally: Tally, errors: list[str]) -> list[tupl
     closed = [x.cpu for x in tally.idle if not x.speaker_open]
     if closed:
         median = statistics.median(closed)
+        references = [x.reference for x in tally.idle]
         rows.append(("listening to silence ≤ 5 % of one core (median of the silent stretches, her speaker closed)",
-                     f"{median:.1f} % (min {min(closed):.1f}, max {max(closed):.1f}, {len(closed)} stretches)",
+                     f"{median:.1f} % (min {min(closed):.1f}, max {max(closed):.1f}, {len(closed)} stretches); "
+                     f"the reference workload {min(references):.1f}–{max(references):.1f} %{_correlation(tally.idle)}",
                      median <= 5))
     else:
         rows.append(("listening to silence ≤ 5 % of one core", "no silent stretch measured", False))
@@ -544,6 +573,14 @@ def verdict(samples: list[Sample], tally: Tally, errors: list[str]) -> list[tupl
         rows.append((f"… in the {KEEP_OPEN_IDLE_SECONDS:.0f} s after she spoke, her speaker kept open (not judged)",
                      f"{statistics.median(kept_open):.1f} % ({len(kept_open)} stretches)", True))
     return rows
+
+
+def _correlation(idle: list[Stretch]) -> str:
+    """How closely the stretches' CPU followed the reference workload's, as text."""
+    cpu, reference = [x.cpu for x in idle], [x.reference for x in idle]
+    if len(idle) < 3 or len(set(cpu)) < 2 or len(set(reference)) < 2:
+        return ""
+    return f", correlation {statistics.correlation(cpu, reference):.2f} over {len(idle)} stretches"
 
 
 def plot(samples: list[Sample], turns: list[Turn], idle: list[Stretch], path: Path) -> bool:
@@ -572,6 +609,7 @@ def plot(samples: list[Sample], turns: list[Turn], idle: list[Stretch], path: Pa
         shown = [x for x in idle if x.speaker_open == speaker_open]
         axes[3].plot([x.minute for x in shown], [x.cpu for x in shown], "." if not speaker_open else "x",
                      label=label)
+    axes[3].plot([x.minute for x in idle], [x.reference for x in idle], "+", label="reference workload")
     axes[3].axhline(5, color="red", linewidth=0.8, label="5 %")
     axes[3].legend(loc="upper left")
     axes[3].set_ylabel("idle CPU (% of a core)")
