@@ -598,7 +598,6 @@ def test_her_echo_path_moved_by_a_few_samples_is_not_taken_for_the_person(far, m
     assert echo.residual_ratio() is not None and echo.residual_ratio() < 0.05  # cancelling again
 
 
-
 def test_her_voice_uncancelled_before_its_delay_is_measured_is_judged(far):
     """Her first frames, louder in the microphone than what she played and not cancelled at all,
     before the once-a-second measure has found her echo's delay: nothing learnt to lose yet (a
