@@ -344,6 +344,32 @@ def test_a_voice_like_hers_far_behind_her_echo_is_not_taken_for_a_move(far):
     assert echo.delay_ms is not None and abs(echo.delay_ms - 40) <= 2
 
 
+@pytest.mark.parametrize("late_ms", [120, 180])
+def test_a_voice_like_hers_as_she_falls_silent_is_not_taken_for_a_move(far, late_ms):
+    """As her sentence ends, someone whose words are hers from a moment before (her own voice,
+    late, as loud as her echo) goes on into the hush between her sentences: where the filter learns
+    her echo she then plays next to nothing, so her echo missing there says nothing, and the move
+    check leaves it (the serial echo test's wake word, in her voice over such a pause, was once taken
+    for a move, and then for her own voice)."""
+    ms = SAMPLE_RATE // 1000
+    words = far[:np.flatnonzero(np.abs(far) > 200)[-1] + 1]  # to her last word's end
+    hush = (np.random.default_rng(5).standard_normal(300 * ms) * 150).astype(np.int16)
+    played = np.concatenate([words, hush, words])
+    history = PlaybackHistory(seconds=60)
+    for i in range(0, len(played), 320):
+        history.write(100.0 + i / SAMPLE_RATE, played[i:i + 320], SAMPLE_RATE)
+    mic = room(played, 40, 1.0)
+    said = slice(len(words) - 100 * ms, len(words) + 250 * ms)
+    mic[said] += played[said.start - late_ms * ms:said.stop - late_ms * ms]
+    mic += np.random.default_rng(0).standard_normal(len(mic)) * 30
+    echo = EchoFilter(SpeexCanceller(), history)
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16),
+                              100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE))
+    assert echo.counters.moved == 0
+    assert echo.delay_ms is not None and abs(echo.delay_ms - 40) <= 2
+
+
 @pytest.mark.parametrize("delay_ms", [40, 100])
 def test_a_person_talking_over_her_is_not_taken_for_her_echo_moving(far, delay_ms):
     """People of several voices and loudnesses over her reply, her echo path where it was: the

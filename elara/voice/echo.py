@@ -91,6 +91,12 @@ MOVED_LIKENESS = 2.0
 MOVED_MIN_LIKENESS = 0.15
 #: … over her latest frames alone (a move in the window's middle leaves its start alike at the old)
 MOVED_LIKENESS_FRAMES = 2
+#: … where she played at least this share (RMS) at the learnt delay of what she played at the new:
+#: her echo missing where she played next to nothing says nothing. A person's "Hey Jarvis" in her
+#: own voice, said into the hush between two of her sentences, was 0.16 alike 115 ms late and 0.00
+#: where the filter learns her echo: taken for a move, her echo then went uncancelled and the wake
+#: word over it was judged hers (the serial echo test, about 1 run in 10)
+MOVED_PLAYED_SHARE = 0.5
 #: … and by no more than this: a stall re-times her echo by 3–93 ms (seen live), while a voice like
 #: hers over her reply once looked like her echo 332 ms late (the soak: her echo then went
 #: uncancelled and the wake word over it was judged hers). A larger move waits for the
@@ -763,10 +769,14 @@ class EchoFilter:
         if clarity < MOVED_CLARITY or off <= MOVED_SECONDS or off > MOVED_MAX_SECONDS:
             return False
         last = MOVED_LIKENESS_FRAMES * len(self._recent[-1][1])
-        there = _likeness(far, padded, lag, last)
-        here = _likeness(far, padded, round(self._target * SAMPLE_RATE), last)
-        log.debug("echo moved? %.2f alike %.0f ms on, %.2f where learnt", there,
-                  (lag / SAMPLE_RATE - self._target) * 1000, here)
+        learnt = round(self._target * SAMPLE_RATE)
+        there, here = _likeness(far, padded, lag, last), _likeness(far, padded, learnt, last)
+        played_there = _rms(_lined_up(far, padded, lag, last)[1])
+        played_here = _rms(_lined_up(far, padded, learnt, last)[1])
+        log.debug("echo moved? %.2f alike %.0f ms on, %.2f where learnt (she played %.0f and %.0f RMS there)",
+                  there, (lag / SAMPLE_RATE - self._target) * 1000, here, played_there, played_here)
+        if played_here < max(FAR_ACTIVE_RMS, MOVED_PLAYED_SHARE * played_there):
+            return False  # next to nothing to hear of her where the filter learns her echo
         if there < MOVED_LIKENESS * here or there < MOVED_MIN_LIKENESS:
             return False
         delay = lag / SAMPLE_RATE + self._shift
@@ -895,13 +905,17 @@ class EchoFilter:
             self._collected = 0
 
 
-def _likeness(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> float:
-    """How much the `last` samples of `near` (those with `far` to match, for a negative lag) are
-    `far` `lag` samples late (the two of a length, `far` reaching back at least `lag` before
-    them): their normalized correlation at that lag."""
+def _lined_up(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `last` samples of `near` (those with `far` to match, for a negative lag) and what `far`
+    played `lag` samples before them (the two of a length, `far` reaching back at least `lag`)."""
     end = len(near) - max(-lag, 0)
-    a = near[end - last:end].astype(np.float64)
-    b = far[end - last - lag:end - lag].astype(np.float64)
+    return near[end - last:end].astype(np.float64), far[end - last - lag:end - lag].astype(np.float64)
+
+
+def _likeness(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> float:
+    """How much the `last` samples of `near` are `far` `lag` samples late (`_lined_up`): their
+    normalized correlation at that lag."""
+    a, b = _lined_up(far, near, lag, last)
     energy = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
     return abs(float(np.dot(a, b))) / energy if energy > 0 else 0.0
 
