@@ -177,13 +177,15 @@ def test_the_wake_word_and_stop_over_her_reply_silence_her_at_once(echo_daemon, 
     wake_reaction = reaction(room.samples(), wake, voiced_end(wake))
     daemon.wait_for(r"waiting for the wake word", count=3, timeout=10)
 
-    # A reply started ahead on a fragment (what is left of her voice as she falls silent) may be
-    # asked for and dropped when the question goes on; every other request is one of the three.
-    # (One dropped before its request went out asks nothing.)
+    # A reply to a fragment may be asked for and dropped when the question goes on, whether it was
+    # started ahead or had begun: what is left of her voice as she falls silent, or the wake phrase
+    # itself, read as words once the "stop" reader heard it late ("Hey, Jorbs."). Every other
+    # request is one of the three. (One dropped before its request went out asks nothing.)
     expected = ["tell me a story", "tell me another story", "what is the capital of germany"]
     questions = asked(ollama_server)
     assert [q for q in questions if q in expected] == expected, questions
-    assert len(questions) - len(expected) <= daemon.count("dropped the reply started ahead"), questions
+    dropped = daemon.count("dropped the reply started ahead") + daemon.count("dropping the reply begun")
+    assert len(questions) - len(expected) <= dropped, questions
     counters = daemon_status(env)["counters"]
     assert counters["stops"] == 1 and counters["barge_ins"] == 1, counters
     # Heard at the microphone, through the echo path: she fell silent at once, not at the end of
