@@ -770,14 +770,11 @@ class EchoFilter:
             return False
         last = MOVED_LIKENESS_FRAMES * len(self._recent[-1][1])
         learnt = round(self._target * SAMPLE_RATE)
-        there, here = _likeness(far, padded, lag, last), _likeness(far, padded, learnt, last)
-        played_there = _rms(_lined_up(far, padded, lag, last)[1])
-        played_here = _rms(_lined_up(far, padded, learnt, last)[1])
+        (there, played_there), (here, played_here) = (_echo_at(far, padded, k, last) for k in (lag, learnt))
         log.debug("echo moved? %.2f alike %.0f ms on, %.2f where learnt (she played %.0f and %.0f RMS there)",
                   there, (lag / SAMPLE_RATE - self._target) * 1000, here, played_there, played_here)
-        if played_here < max(FAR_ACTIVE_RMS, MOVED_PLAYED_SHARE * played_there):
-            return False  # next to nothing to hear of her where the filter learns her echo
-        if there < MOVED_LIKENESS * here or there < MOVED_MIN_LIKENESS:
+        if (played_here < max(FAR_ACTIVE_RMS, MOVED_PLAYED_SHARE * played_there)  # next to nothing of her to miss
+                or there < MOVED_LIKENESS * here or there < MOVED_MIN_LIKENESS):
             return False
         delay = lag / SAMPLE_RATE + self._shift
         log.info("echo delay %.0f ms, moved %+.0f ms (clarity %.1f)", delay * 1000,
@@ -905,19 +902,15 @@ class EchoFilter:
             self._collected = 0
 
 
-def _lined_up(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> tuple[np.ndarray, np.ndarray]:
-    """The `last` samples of `near` (those with `far` to match, for a negative lag) and what `far`
-    played `lag` samples before them (the two of a length, `far` reaching back at least `lag`)."""
+def _echo_at(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> tuple[float, float]:
+    """How much the `last` samples of `near` (those with `far` to match, for a negative lag) are
+    `far` `lag` samples late (the two of a length, `far` reaching back at least `lag` before them):
+    their normalized correlation at that lag, and the RMS of what `far` played there."""
     end = len(near) - max(-lag, 0)
-    return near[end - last:end].astype(np.float64), far[end - last - lag:end - lag].astype(np.float64)
-
-
-def _likeness(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> float:
-    """How much the `last` samples of `near` are `far` `lag` samples late (`_lined_up`): their
-    normalized correlation at that lag."""
-    a, b = _lined_up(far, near, lag, last)
+    a = near[end - last:end].astype(np.float64)
+    b = far[end - last - lag:end - lag].astype(np.float64)
     energy = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
-    return abs(float(np.dot(a, b))) / energy if energy > 0 else 0.0
+    return (abs(float(np.dot(a, b))) / energy if energy > 0 else 0.0), _rms(b)
 
 
 def _changes(samples: np.ndarray) -> np.ndarray:
