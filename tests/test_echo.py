@@ -52,6 +52,19 @@ def run_filter(far: np.ndarray, mic: np.ndarray, kind: str, played_at: float = 1
     return echo, np.concatenate(out)
 
 
+def run_speexdsp(played: np.ndarray, mic: np.ndarray) -> EchoFilter:
+    """An EchoFilter on speexdsp alone whose speaker played `played` from 100 s, fed `mic` (clipped
+    to 16 bits) frame by frame."""
+    history = PlaybackHistory(seconds=60)
+    for i in range(0, len(played), 320):
+        history.write(100.0 + i / SAMPLE_RATE, played[i:i + 320], SAMPLE_RATE)
+    echo = EchoFilter(SpeexCanceller(), history)
+    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16),
+                              100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE))
+    return echo
+
+
 def level(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(x.astype(float)))))
 
@@ -329,17 +342,11 @@ def test_a_voice_like_hers_far_behind_her_echo_is_not_taken_for_a_move(far):
     """Over her reply, someone whose words are hers from a third of a second before (as alike as a
     voice can be: her own, late), louder than her echo: no stall moves an echo that far, so the move
     check leaves it, and the once-a-second measure still finds her echo where it is."""
-    history = PlaybackHistory(seconds=30)
-    for i in range(0, len(far), 320):
-        history.write(100.0 + i / SAMPLE_RATE, far[i:i + 320], SAMPLE_RATE)
     mic = room(far, 40, 0.25)
     late, begin, said = int(0.33 * SAMPLE_RATE), 5 * SAMPLE_RATE, int(0.8 * SAMPLE_RATE)
     mic[begin:begin + said] += far[begin - late:begin - late + said] * 1.0
     mic += np.random.default_rng(0).standard_normal(len(mic)) * 30
-    echo = EchoFilter(SpeexCanceller(), history)
-    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
-        echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16),
-                              100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE))
+    echo = run_speexdsp(far, mic)
     assert echo.counters.moved == 0
     assert echo.delay_ms is not None and abs(echo.delay_ms - 40) <= 2
 
@@ -355,17 +362,11 @@ def test_a_voice_like_hers_as_she_falls_silent_is_not_taken_for_a_move(far, late
     words = far[:np.flatnonzero(np.abs(far) > 200)[-1] + 1]  # to her last word's end
     hush = (np.random.default_rng(5).standard_normal(300 * ms) * 150).astype(np.int16)
     played = np.concatenate([words, hush, words])
-    history = PlaybackHistory(seconds=60)
-    for i in range(0, len(played), 320):
-        history.write(100.0 + i / SAMPLE_RATE, played[i:i + 320], SAMPLE_RATE)
     mic = room(played, 40, 1.0)
     said = slice(len(words) - 100 * ms, len(words) + 250 * ms)
     mic[said] += played[said.start - late_ms * ms:said.stop - late_ms * ms]
     mic += np.random.default_rng(0).standard_normal(len(mic)) * 30
-    echo = EchoFilter(SpeexCanceller(), history)
-    for i in range(0, len(mic) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
-        echo.clean(AudioFrame(np.clip(mic[i:i + FRAME_SAMPLES], -32768, 32767).astype(np.int16),
-                              100.0 + (i + FRAME_SAMPLES) / SAMPLE_RATE))
+    echo = run_speexdsp(played, mic)
     assert echo.counters.moved == 0
     assert echo.delay_ms is not None and abs(echo.delay_ms - 40) <= 2
 
