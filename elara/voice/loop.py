@@ -49,7 +49,7 @@ from elara.voice.stop_listener import StopListener
 from elara.voice.stt import Transcript
 from elara.voice.turn import GoingOn
 from elara.voice.utterance import Utterance
-from elara.voice.wake_listener import WakeListener
+from elara.voice.wake_listener import READER, WakeListener
 from elara.voice.wake_phrase import said_wake_phrase
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ class VoiceLoop:
                                   listening=lambda: self._listening, on_segment=self._on_segment_event)
         self.stop_listener = StopListener(
             counters=self.counters, parts=lambda: self.parts, state=lambda: self.state, ringing=self._ringing,
-            explained=lambda name, near, far, played: self.wakes.explained(name, near, far, played, self.parts.echo),
+            explained=lambda name, near, far, played, at: self.wakes.explained(
+                name, near, far, played, self.parts.echo, at=at, ear=READER),
             on_stop=self._stop_heard, on_wake=self._on_wake)
         #: what to say unasked, at idle moments (it outlives reloads, as the loop does)
         self._announcer = announcer

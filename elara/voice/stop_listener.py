@@ -50,7 +50,7 @@ class StopListener:
     """Finds short utterances over her voice and reads them for "stop", one check at a time."""
 
     def __init__(self, *, counters: LoopCounters, parts: Callable[[], VoiceParts], state: Callable[[], str],
-                 ringing: Callable[[], bool], explained: Callable[[str, float, float, str], bool],
+                 ringing: Callable[[], bool], explained: Callable[[str, float, float, str, float], bool],
                  on_stop: Callable[[], None], on_wake: Callable[[str, float, str, float | None], None]) -> None:
         self._counters = counters
         self._parts = parts  # the parts in use now (a reload may swap them while a check runs)
@@ -186,7 +186,7 @@ class StopListener:
         if phrase is None or not parts.dialogue.barge_in or self._state() not in (d.SPEAKING, d.ANNOUNCING):
             return None
         name = phrase.replace(" ", "_")
-        if heard.could_be_her and self._explained(name, heard.near, heard.far, heard.played_words):
+        if heard.could_be_her and self._explained(name, heard.near, heard.far, heard.played_words, heard.at):
             return None
         return name
 

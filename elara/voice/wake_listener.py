@@ -9,7 +9,13 @@ from collections.abc import Callable
 
 from elara.audio.frames import AudioFrame
 from elara.voice import dialogue as d
-from elara.voice.barge_in import PLAYED_WORDS_SECONDS, WAKE_WINDOW_FRAMES, playback_explains
+from elara.voice.barge_in import (
+    HEARD_TOGETHER_SECONDS,
+    PLAYED_WORDS_SECONDS,
+    SHE_SAID_IT,
+    WAKE_WINDOW_FRAMES,
+    playback_explains,
+)
 from elara.voice.echo import EchoFilter
 from elara.voice.parts import LoopCounters, VoiceParts
 
@@ -17,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: the states a wake word counts in: idle, or over her voice (a barge-in)
 WAKEABLE = (d.IDLE, d.SPEAKING, d.ANNOUNCING)
+#: the two ears that hear the wake phrase over her (`barge_in`)
+ENGINE, READER = "the wake word's engine", "the \"stop\" reader"
 
 
 class WakeListener:
@@ -30,6 +38,8 @@ class WakeListener:
         # Set by a wake: the wake word's engine forgets what it heard before the next frame it
         # scores (here, not at the wake: it may be scoring a frame in its thread right then).
         self._woke = False
+        #: per ear, the wake word it last heard over her voice and when (captured)
+        self._heard: dict[str, tuple[str, float]] = {}
 
     def wake_counted(self) -> None:
         """A wake counted (heard here or read by the stop listener): start afresh next frame."""
@@ -67,7 +77,7 @@ class WakeListener:
                 # phrase: a second count would begin a second turn over the first), or the person
                 # is listened to already (they went on over her reply).
                 return
-            if self.explained(detection.name, near, far, played, echo, hers):
+            if self.explained(detection.name, near, far, played, echo, hers, at=detection.at, ear=ENGINE):
                 parts.wake.reset()
                 return
             how += (f", over her voice: {near:.0f} vs {far:.0f} RMS, ERLE {echo.trusted_erle_db:.1f} dB" if hers
@@ -75,11 +85,19 @@ class WakeListener:
         self._on_wake(detection.name, detection.at, how)
 
     def explained(self, name: str, near: float, far: float, played_words: str, echo: EchoFilter | None,
-                  could_be_her: bool = True) -> bool:
-        """Could her own voice explain wake word `name` heard over her (counted and logged if so)?
-        `could_be_her`: whether the microphone may have heard her voice then at all."""
+                  could_be_her: bool = True, *, at: float, ear: str) -> bool:
+        """Could her own voice explain wake word `name` heard over her by `ear` (`ENGINE` or
+        `READER`) at `at` (counted and logged if so)? `could_be_her`: whether the microphone may
+        have heard her voice then at all. Not if the other ear heard it too (`barge_in`)."""
         why = playback_explains(name, near, far, played_words, echo, could_be_her)
+        other = self._heard.get(READER if ear == ENGINE else ENGINE)
+        self._heard[ear] = (name, at)
         if why is None:
+            return False
+        if why != SHE_SAID_IT and other is not None and other[0] == name \
+                and abs(other[1] - at) <= HEARD_TOGETHER_SECONDS:
+            log.info("a wake word over her voice as loud as hers could be (%s) is the person's: %s heard it "
+                     "too, in words she did not say", why, READER if ear == ENGINE else ENGINE)
             return False
         self._counters.self_wakes_suppressed += 1
         log.info("ignored a wake word while speaking: her own voice could explain it (%s)", why)
