@@ -38,9 +38,12 @@ from elara.audio.reference import PlaybackHistory
 from elara.audio.streams import resample
 from elara.voice.echo import (
     FAR_ACTIVE_RMS,
+    LEFT_LIKENESS,
     Canceller,
     EchoFilter,
     SpeexCanceller,
+    _changes,
+    echo_likeness,
     is_barge_in,
     make_canceller,
     webrtc_canceller,
@@ -384,6 +387,83 @@ def moving_path(args: argparse.Namespace) -> None:
               f"| {len(late) // every - 1}, {moved.moves_seen} | {moved.went_on} / {unchecked.went_on} |", flush=True)
 
 
+# -- the wake word's gate just after a move, offline ---------------------------------------------
+
+#: when, after her echo path moved, the people's "Hey Jarvis" ends (`--gate-after-move`), in turn
+GATE_AFTER_MOVE_SECONDS = (0.6, 1.0, 1.5, 2.0, 2.6)
+
+
+def wake_gates(echo: EchoFilter, since: list[tuple[float, float]], window: list[tuple[float, np.ndarray]]) -> dict[str, bool]:
+    """Whether each way of judging a wake word by level calls it the person's at this frame: as
+    shipped (no ERLE trusted until what cancelling leaves is measured again), by the smoothed ERLE,
+    by the mean ERLE or the 80th percentile of what cancelling left since the last realignment (`since`:
+    per frame of her voice, ERLE in dB and cleaned over far-end level; 8 frames or more), and by
+    what is left over the wake's frames (`window`: start, cleaned) being unlike her voice."""
+    near, far = echo.recent_levels(12)
+    shipped = is_barge_in(near, far, echo.trusted_erle_db)
+    fresh = len(since) >= 8 and echo.trusted_erle_db == 0.0
+    least = echo._least_lag()
+    played, left = echo.heard.played_and_heard(window, least)
+    likeness = echo_likeness(_changes(played), _changes(left), least, echo._max_lag)[0]
+    return {"shipped": shipped, "smoothed ERLE": is_barge_in(near, far, echo.erle_db),
+            "mean ERLE since": is_barge_in(near, far, float(np.mean([e for e, _ in since]))) if fresh else shipped,
+            "left since, 80th percentile": (near > far * float(np.percentile([r for _, r in since], 80)) * 2
+                                            if fresh else shipped),
+            "left unlike her": shipped or likeness < LEFT_LIKENESS}
+
+
+def gates_over(played: np.ndarray, rate: int, mic: np.ndarray, at: set[int]) -> list[dict[str, bool]]:
+    """Feed `mic` frame by frame; at the frames `at`, `wake_gates`."""
+    history = PlaybackHistory(seconds=10.0)
+    echo = EchoFilter(make_canceller("speex"), history)
+    written, realigned, since, window, judged = 0, 0, [], [], []
+    for i in range(len(mic) // FRAME_SAMPLES):
+        captured = 100.0 + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
+        written = hand_over(history, played, rate, 100.0, written, captured)
+        near = mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES]
+        cleaned = echo.clean(AudioFrame(near, captured)).samples
+        window = [*window[-7:], (echo._cursor - echo._shift, cleaned)] if echo._cursor is not None else []
+        if echo.counters.realigned != realigned:
+            realigned, since = echo.counters.realigned, []
+        left, far = echo.recent_levels(1)
+        if far >= FAR_ACTIVE_RMS:
+            heard = float(np.sqrt(np.mean(near.astype(np.float64) ** 2)))
+            since.append((10 * np.log10((heard ** 2 + 1) / (left ** 2 + 1)), left / far))
+        if i in at and echo._target is not None:
+            judged.append(wake_gates(echo, since, window))
+    return judged
+
+
+def gate_after_move(args: argparse.Namespace) -> None:
+    """The wake word's gate by level in the seconds after her echo path moved: people's "Hey
+    Jarvis" (four voices, −6 / 0 / +6 dB against her echo) ending 0.6–2.6 s after a move, and every
+    frame of her voice alone in the 3 s after one (each one the gate calls the person's would let
+    a wake word her voice set off through)."""
+    played, rate = her_reading(args.minutes)
+    print("| room | gate | people's wake words passed | frames of her voice alone passed |")
+    print("| --- | --- | ---: | ---: |")
+    for room in args.rooms.split(","):
+        echoes = [her_echo(played, rate, room, args.delay_ms + move, args.echo_db) for move in (0, args.move_echo_ms)]
+        every = int(args.move_every * SAMPLE_RATE)
+        late = (np.arange(len(echoes[0])) // every) % 2 == 1
+        her = np.where(late, echoes[1], echoes[0]) + np.random.default_rng(1).standard_normal(len(late)) * 3.0
+        level = np.sqrt(np.mean(echoes[0][echoes[0] != 0] ** 2))
+        people, ends = np.zeros(len(her)), set()
+        for k, move in enumerate(range(every, len(her) - every, every)):
+            said = speech(VOICES[k % len(VOICES)], "Hey Jarvis.").astype(np.float64)
+            said *= level * 10 ** ((-6.0, 0.0, 6.0)[k % 3] / 20) / max(np.sqrt(np.mean(said[np.abs(said) > 50] ** 2)), 1.0)
+            end = move + int(GATE_AFTER_MOVE_SECONDS[k % len(GATE_AFTER_MOVE_SECONDS)] * SAMPLE_RATE)
+            begin = end - int(np.flatnonzero(np.abs(said) > 0.05 * np.abs(said).max())[-1])
+            people[begin:begin + len(said)] += said
+            ends.add(end // FRAME_SAMPLES + 2)  # the engine scores the phrase a frame or two after it
+        after = {m // FRAME_SAMPLES + f for m in range(every, len(her) - every, every) for f in range(int(3 / 0.08))}
+        wakes = gates_over(played, rate, np.clip(her + people, -32768, 32767).astype(np.int16), ends)
+        alone = gates_over(played, rate, np.clip(her, -32768, 32767).astype(np.int16), after)
+        for gate in wakes[0]:
+            print(f"| {room} | {gate} | {sum(j[gate] for j in wakes)}/{len(wakes)} "
+                  f"| {sum(j[gate] for j in alone)}/{len(alone)} |", flush=True)
+
+
 # -- live, on the virtual sound card ---------------------------------------------------------------
 
 
@@ -534,6 +614,9 @@ def main() -> int:
                              "then back (a stalled sound server's loopback grown)")
     parser.add_argument("--move-every", type=float, default=2,
                         help="live: replies between moves; --moving-path: seconds between moves")
+    parser.add_argument("--gate-after-move", action="store_true",
+                        help="offline: the wake word's gate by level in the seconds after her echo path "
+                             "moved by --move-echo-ms (every --move-every s)")
     parser.add_argument("--moving-path", action="store_true",
                         help="offline, no Whisper: the going-on check over her voice, with people talking "
                              "over her and with her echo path moving by --move-echo-ms")
@@ -546,6 +629,8 @@ def main() -> int:
     DEBUG = args.debug
     if args.live:
         live(args)
+    elif args.gate_after_move:
+        gate_after_move(args)
     elif args.moving_path:
         moving_path(args)
     else:
