@@ -308,7 +308,7 @@ def offline(args: argparse.Namespace) -> None:
     for room in args.rooms.split(","):
         scene = make_scene(args.minutes, room, args.delay_ms, args.echo_db,
                            words_said=OTHER_WORDS if args.other_words else WORDS)
-        for name in args.cancellers.split(","):
+        for name in (args.cancellers or "webrtc,speex,none").split(","):
             result = run(scene, CANCELLERS[name](), transcriber, vad, wake, whisper)
 
             levels = " / ".join(share(result, scene, "stop", level) for level in (-6.0, 0.0, 6.0))
@@ -480,7 +480,8 @@ def live(args: argparse.Namespace) -> None:
         tmp = Path(tmp_name)
         path = {"module": card.add_echo(latency_ms=round(args.delay_ms), volume=10 ** (args.echo_db / 20),
                                         adjust_seconds=10 if args.drifting else 0), "late": False}
-        settings = {"Listening__Mode": "wake_word", "Audio__EchoCanceller": args.cancellers.split(",")[0],
+        canceller = (args.cancellers or "speex").split(",")[0]
+        settings = {"Listening__Mode": "wake_word", "Audio__EchoCanceller": canceller,
                     "Logging__Level": "DEBUG" if args.debug else "INFO"}
         settings.update(item.split("=", 1) for item in args.set)
         env = daemon_env(card.env, server.url, tmp, **settings)
@@ -494,7 +495,7 @@ def live(args: argparse.Namespace) -> None:
                 # The first reply after start: she learns the room (an always-on daemon does this once).
                 waits = daemon.count("waiting for the wake word")
                 card.play_into_mic(question)
-                if args.cancellers.split(",")[0] == "speex":
+                if canceller == "speex":
                     daemon.wait_for("speexdsp has learnt the room", timeout=60)
                 time.sleep(2.0)
                 card.play_into_mic(wake)
@@ -596,7 +597,9 @@ def main() -> int:
     """Parse the arguments; run the offline table or the live measurements."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=2.0, help="length of each offline scene")
-    parser.add_argument("--cancellers", default="webrtc,speex,none")
+    parser.add_argument("--cancellers", default=None,
+                        help="offline: the cancellers compared (webrtc,speex,none); live: the daemon's "
+                             "Audio.EchoCanceller (speex, as shipped)")
     parser.add_argument("--rooms", default="loopback,room")
     parser.add_argument("--delay-ms", type=float, default=60.0)
     parser.add_argument("--echo-db", type=float, default=-6.0, help="her echo's gain at the microphone")
