@@ -90,14 +90,15 @@ class WakeListener:
         `READER`) at `at` (counted and logged if so)? `could_be_her`: whether the microphone may
         have heard her voice then at all. Not if the other ear heard it too (`barge_in`)."""
         why = playback_explains(name, near, far, played_words, echo, could_be_her)
-        other = self._heard.get(READER if ear == ENGINE else ENGINE)
+        other_ear = READER if ear == ENGINE else ENGINE
+        other = self._heard.get(other_ear)
         self._heard[ear] = (name, at)
         if why is None:
             return False
         if why != SHE_SAID_IT and other is not None and other[0] == name \
                 and abs(other[1] - at) <= HEARD_TOGETHER_SECONDS:
             log.info("a wake word over her voice as loud as hers could be (%s) is the person's: %s heard it "
-                     "too, in words she did not say", why, READER if ear == ENGINE else ENGINE)
+                     "too, in words she did not say", why, other_ear)
             return False
         self._counters.self_wakes_suppressed += 1
         log.info("ignored a wake word while speaking: her own voice could explain it (%s)", why)
