@@ -26,7 +26,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +44,7 @@ from elara.voice.echo import (
     SpeexCanceller,
     _changes,
     echo_likeness,
+    frame_erle_db,
     is_barge_in,
     make_canceller,
     webrtc_canceller,
@@ -148,6 +149,19 @@ def her_echo(played: np.ndarray, rate: int, room: str, delay_ms: float, echo_db:
     return np.concatenate([np.zeros(shift), at_mic])[: len(at_mic)]
 
 
+def said_over_her(voice: tuple, text: str, echo_level: float, level_db: float) -> np.ndarray:
+    """`text` in `voice`, its voiced part `level_db` against her echo's level (RMS) at the microphone."""
+    said = speech(voice, text).astype(np.float64)
+    voiced = said[np.abs(said) > 50]
+    return said * echo_level * 10 ** (level_db / 20) / max(np.sqrt(np.mean(voiced ** 2)), 1.0)
+
+
+def loud_span(said: np.ndarray) -> tuple[int, int]:
+    """The first and last sample of `said` above a twentieth of its peak."""
+    loud = np.flatnonzero(np.abs(said) > 0.05 * np.abs(said).max())
+    return int(loud[0]), int(loud[-1])
+
+
 def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed: int = 1,
                words_said: list[tuple[str, str]] = WORDS) -> Scene:
     """Minutes of her reading, and a person speaking over her every few seconds (`words_said`, in turn)."""
@@ -164,15 +178,13 @@ def make_scene(minutes: float, room: str, delay_ms: float, echo_db: float, seed:
         text, kind = words_said[n % len(words_said)]
         voice = VOICES[(n // len(words_said) + n) % len(VOICES)]
         level = (-6.0, 0.0, 6.0)[n % 3]  # the person against her echo at the microphone
-        said = speech(voice, text).astype(np.float64)
-        voiced = said[np.abs(said) > 50]
-        said *= echo_level * 10 ** (level / 20) / max(np.sqrt(np.mean(voiced ** 2)), 1.0)
+        said = said_over_her(voice, text, echo_level, level)
         if position + len(said) >= len(mic) - SAMPLE_RATE:
             break
         mic[position:position + len(said)] += said
         near[position:position + len(said)] += said
-        loud = np.flatnonzero(np.abs(said) > 0.05 * np.abs(said).max())
-        words.append((position + int(loud[0]), position + int(loud[-1]), text, kind, level))
+        first, last = loud_span(said)
+        words.append((position + first, position + last, text, kind, level))
         position += len(said) + int(rng.uniform(4.5, 7.0) * SAMPLE_RATE)
         n += 1
     return Scene(played, rate, np.clip(mic, -32768, 32767).astype(np.int16), words,
@@ -336,18 +348,30 @@ class OverHer:
     went_on: int = 0  # runs of `GOING_ON_FRAMES` taken for the person: the check would drop her reply
 
 
+def cleaned_frames(echo: EchoFilter, played: np.ndarray, rate: int,
+                   mic: np.ndarray) -> Iterator[tuple[int, float, np.ndarray]]:
+    """`mic` through `echo` frame by frame, her speaker playing `played` from 100 s as the daemon's
+    does (`hand_over`): each frame's index, capture time and what cancelling left."""
+    written = 0
+    for i in range(len(mic) // FRAME_SAMPLES):
+        captured = 100.0 + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
+        written = hand_over(echo.history, played, rate, 100.0, written, captured)
+        yield i, captured, echo.clean(AudioFrame(mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES], captured)).samples
+
+
+def speex_filter() -> EchoFilter:
+    """The shipped echo filter (AEC3 while speexdsp learns) on an empty playback history."""
+    return EchoFilter(make_canceller("speex"), PlaybackHistory(seconds=10.0))
+
+
 def during_playback(played: np.ndarray, rate: int, mic: np.ndarray, vad, *, check_moves: bool = True) -> OverHer:
     """Feed `mic` frame by frame; ask the going-on check's test of each frame of speech over her."""
-    history = PlaybackHistory(seconds=10.0)
-    echo = EchoFilter(make_canceller("speex"), history)
+    echo = speex_filter()
     if not check_moves:
         echo.moved = lambda: False  # type: ignore[method-assign]  # as before the check
     vad.reset()
-    seen, written, in_a_row = OverHer(), 0, 0
-    for i in range(len(mic) // FRAME_SAMPLES):
-        captured = 100.0 + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
-        written = hand_over(history, played, rate, 100.0, written, captured)
-        cleaned = echo.clean(AudioFrame(mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES], captured))
+    seen, in_a_row = OverHer(), 0
+    for _, captured, cleaned in cleaned_frames(echo, played, rate, mic):
         theirs = False
         if vad.speech_probability(cleaned) >= 0.5 and echo.recent_levels(1)[1] >= FAR_ACTIVE_RMS:
             seen.speech_frames += 1
@@ -357,6 +381,17 @@ def during_playback(played: np.ndarray, rate: int, mic: np.ndarray, vad, *, chec
         seen.went_on += in_a_row == GOING_ON_FRAMES
     seen.moves_seen = echo.counters.moved
     return seen
+
+
+def moving_echo(played: np.ndarray, rate: int, room: str, args: argparse.Namespace) -> tuple[np.ndarray, int, float]:
+    """Her echo alone at the microphone (with a quiet room's noise), its path `--move-echo-ms` later
+    and back every `--move-every` seconds; how many samples apart the moves are, and her echo's
+    level (RMS) where it is unmoved."""
+    echoes = [her_echo(played, rate, room, args.delay_ms + move, args.echo_db) for move in (0, args.move_echo_ms)]
+    every = int(args.move_every * SAMPLE_RATE)
+    late = (np.arange(len(echoes[0])) // every) % 2 == 1
+    noise = np.random.default_rng(1).standard_normal(len(late)) * 3.0
+    return np.where(late, echoes[1], echoes[0]) + noise, every, float(np.sqrt(np.mean(echoes[0][echoes[0] != 0] ** 2)))
 
 
 def moving_path(args: argparse.Namespace) -> None:
@@ -375,16 +410,13 @@ def moving_path(args: argparse.Namespace) -> None:
         people = during_playback(scene.played, scene.rate, scene.mic, vad)
         people_unchecked = during_playback(scene.played, scene.rate, scene.mic, vad, check_moves=False)
         played, rate = her_reading(args.minutes)
-        echoes = [her_echo(played, rate, room, args.delay_ms + move, args.echo_db) for move in (0, args.move_echo_ms)]
-        every = int(args.move_every * SAMPLE_RATE)
-        late = (np.arange(len(echoes[0])) // every) % 2 == 1
-        noise = np.random.default_rng(1).standard_normal(len(late)) * 3.0
-        mic = np.clip(np.where(late, echoes[1], echoes[0]) + noise, -32768, 32767).astype(np.int16)
+        her, every, _ = moving_echo(played, rate, room, args)
+        mic = np.clip(her, -32768, 32767).astype(np.int16)
         moved = during_playback(played, rate, mic, vad)
         unchecked = during_playback(played, rate, mic, vad, check_moves=False)
         print(f"| {room} | {people.speech_frames}, {people.theirs}, {people.moves_seen} "
               f"| {people.went_on} / {people_unchecked.went_on} "
-              f"| {len(late) // every - 1}, {moved.moves_seen} | {moved.went_on} / {unchecked.went_on} |", flush=True)
+              f"| {len(her) // every - 1}, {moved.moves_seen} | {moved.went_on} / {unchecked.went_on} |", flush=True)
 
 
 # -- the wake word's gate just after a move, offline ---------------------------------------------
@@ -414,21 +446,15 @@ def wake_gates(echo: EchoFilter, since: list[tuple[float, float]], window: list[
 
 def gates_over(played: np.ndarray, rate: int, mic: np.ndarray, at: set[int]) -> list[dict[str, bool]]:
     """Feed `mic` frame by frame; at the frames `at`, `wake_gates`."""
-    history = PlaybackHistory(seconds=10.0)
-    echo = EchoFilter(make_canceller("speex"), history)
-    written, realigned, since, window, judged = 0, 0, [], [], []
-    for i in range(len(mic) // FRAME_SAMPLES):
-        captured = 100.0 + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
-        written = hand_over(history, played, rate, 100.0, written, captured)
-        near = mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES]
-        cleaned = echo.clean(AudioFrame(near, captured)).samples
+    echo = speex_filter()
+    realigned, since, window, judged = 0, [], [], []
+    for i, _, cleaned in cleaned_frames(echo, played, rate, mic):
         window = [*window[-7:], (echo._cursor - echo._shift, cleaned)] if echo._cursor is not None else []
         if echo.counters.realigned != realigned:
             realigned, since = echo.counters.realigned, []
         left, far = echo.recent_levels(1)
         if far >= FAR_ACTIVE_RMS:
-            heard = float(np.sqrt(np.mean(near.astype(np.float64) ** 2)))
-            since.append((10 * np.log10((heard ** 2 + 1) / (left ** 2 + 1)), left / far))
+            since.append((frame_erle_db(echo._mic_rms, left), left / far))
         if i in at and echo._target is not None:
             judged.append(wake_gates(echo, since, window))
     return judged
@@ -443,17 +469,12 @@ def gate_after_move(args: argparse.Namespace) -> None:
     print("| room | gate | people's wake words passed | frames of her voice alone passed |")
     print("| --- | --- | ---: | ---: |")
     for room in args.rooms.split(","):
-        echoes = [her_echo(played, rate, room, args.delay_ms + move, args.echo_db) for move in (0, args.move_echo_ms)]
-        every = int(args.move_every * SAMPLE_RATE)
-        late = (np.arange(len(echoes[0])) // every) % 2 == 1
-        her = np.where(late, echoes[1], echoes[0]) + np.random.default_rng(1).standard_normal(len(late)) * 3.0
-        level = np.sqrt(np.mean(echoes[0][echoes[0] != 0] ** 2))
+        her, every, level = moving_echo(played, rate, room, args)
         people, ends = np.zeros(len(her)), set()
         for k, move in enumerate(range(every, len(her) - every, every)):
-            said = speech(VOICES[k % len(VOICES)], "Hey Jarvis.").astype(np.float64)
-            said *= level * 10 ** ((-6.0, 0.0, 6.0)[k % 3] / 20) / max(np.sqrt(np.mean(said[np.abs(said) > 50] ** 2)), 1.0)
+            said = said_over_her(VOICES[k % len(VOICES)], "Hey Jarvis.", level, (-6.0, 0.0, 6.0)[k % 3])
             end = move + int(GATE_AFTER_MOVE_SECONDS[k % len(GATE_AFTER_MOVE_SECONDS)] * SAMPLE_RATE)
-            begin = end - int(np.flatnonzero(np.abs(said) > 0.05 * np.abs(said).max())[-1])
+            begin = end - loud_span(said)[1]
             people[begin:begin + len(said)] += said
             ends.add(end // FRAME_SAMPLES + 2)  # the engine scores the phrase a frame or two after it
         after = {m // FRAME_SAMPLES + f for m in range(every, len(her) - every, every) for f in range(int(3 / 0.08))}

@@ -597,8 +597,7 @@ class EchoFilter:
             self._remeasuring = self._remeasuring and len(self._residuals) < RESIDUAL_MIN_FRAMES
             self._realigned_unmeasured = self._realigned_unmeasured and self._remeasuring
             if near_rms > 0:
-                erle = 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
-                self.erle_db += 0.05 * (erle - self.erle_db)  # about a second and a half of frames
+                self.erle_db += 0.05 * (frame_erle_db(near_rms, out_rms) - self.erle_db)  # ≈1.5 s of frames
             # A microphone that doesn't hear her has no echo delay: all a second of her voice
             # correlates with is someone talking over her (28-355 ms measured, each realignment
             # keeping a person going on over her unheard until her residual was measured again).
@@ -911,6 +910,11 @@ def _echo_at(far: np.ndarray, near: np.ndarray, lag: int, last: int) -> tuple[fl
     b = far[end - last - lag:end - lag].astype(np.float64)
     energy = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
     return (abs(float(np.dot(a, b))) / energy if energy > 0 else 0.0), _rms(b)
+
+
+def frame_erle_db(near_rms: float, out_rms: float) -> float:
+    """How much quieter cancelling made one frame (its level before, `near_rms`, and after), in dB."""
+    return 10 * math.log10((near_rms ** 2 + 1) / (out_rms ** 2 + 1))
 
 
 def _changes(samples: np.ndarray) -> np.ndarray:
