@@ -349,14 +349,14 @@ class OverHer:
 
 
 def cleaned_frames(echo: EchoFilter, played: np.ndarray, rate: int,
-                   mic: np.ndarray) -> Iterator[tuple[int, float, np.ndarray]]:
+                   mic: np.ndarray) -> Iterator[tuple[int, float, AudioFrame]]:
     """`mic` through `echo` frame by frame, her speaker playing `played` from 100 s as the daemon's
     does (`hand_over`): each frame's index, capture time and what cancelling left."""
     written = 0
     for i in range(len(mic) // FRAME_SAMPLES):
         captured = 100.0 + (i + 1) * FRAME_SAMPLES / SAMPLE_RATE
         written = hand_over(echo.history, played, rate, 100.0, written, captured)
-        yield i, captured, echo.clean(AudioFrame(mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES], captured)).samples
+        yield i, captured, echo.clean(AudioFrame(mic[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES], captured))
 
 
 def speex_filter() -> EchoFilter:
@@ -449,7 +449,7 @@ def gates_over(played: np.ndarray, rate: int, mic: np.ndarray, at: set[int]) -> 
     echo = speex_filter()
     realigned, since, window, judged = 0, [], [], []
     for i, _, cleaned in cleaned_frames(echo, played, rate, mic):
-        window = [*window[-7:], (echo._cursor - echo._shift, cleaned)] if echo._cursor is not None else []
+        window = [*window[-7:], (echo._cursor - echo._shift, cleaned.samples)] if echo._cursor is not None else []
         if echo.counters.realigned != realigned:
             realigned, since = echo.counters.realigned, []
         left, far = echo.recent_levels(1)
